@@ -1,0 +1,113 @@
+//! The closed vocabulary a registry speaks, and its sync contract.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::endpoint::Endpoint;
+use crate::service::{Service, ServiceKey};
+
+/// A service together with the complete list of its endpoints in one registry.
+///
+/// Endpoints always travel with their service and always as the full list: there are no
+/// per-endpoint events. A registry that learns of one endpoint change sends the whole list
+/// again; the aggregate notices that only endpoints changed and treats it as the cheap kind of
+/// change. This is Istio's `EDSUpdate(shard, host, endpoints)` contract, which also carries the
+/// full list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Registration {
+    /// The service definition.
+    pub service: Arc<Service>,
+    /// Every endpoint of the service in this registry, possibly none.
+    pub endpoints: Arc<[Endpoint]>,
+}
+
+impl Registration {
+    /// Wraps a service and its endpoints.
+    pub fn new(service: Service, endpoints: Vec<Endpoint>) -> Self {
+        Self {
+            service: Arc::new(service),
+            endpoints: endpoints.into(),
+        }
+    }
+
+    /// The key of the service.
+    pub fn key(&self) -> ServiceKey {
+        self.service.key()
+    }
+
+    /// The same registration with endpoints in canonical order (by address, then ports), so
+    /// that two reports that differ only in order compare equal. Registries such as Consul
+    /// return instances in no particular order.
+    pub fn normalized(self) -> Self {
+        let sorted = self
+            .endpoints
+            .windows(2)
+            .all(|w| endpoint_order(&w[0], &w[1]).is_le());
+        if sorted {
+            return self;
+        }
+        let mut endpoints = self.endpoints.to_vec();
+        endpoints.sort_by(endpoint_order);
+        Self {
+            service: self.service,
+            endpoints: endpoints.into(),
+        }
+    }
+}
+
+fn endpoint_order(a: &Endpoint, b: &Endpoint) -> std::cmp::Ordering {
+    (&a.address, &a.ports, &a.cluster_id).cmp(&(&b.address, &b.ports, &b.cluster_id))
+}
+
+/// What a registry reports.
+///
+/// # Contract
+///
+/// Every adapter's stream follows these rules; the conformance kit (`testkit`) checks them.
+///
+/// 1. **The first item is a `Reset`** (or an error, if the registry cannot be read at all yet).
+///    A `Reset` replaces everything this registry contributed before, atomically, and marks the
+///    registry synced. Adapters also send a `Reset` after they re-list (a Kubernetes watch
+///    expired, a Consul catalog index went backwards), so consumers never diff by hand.
+/// 2. **`Upsert` carries the complete new state of one service**: its definition and all its
+///    endpoints. Sending the same `Upsert` twice is harmless; consumers treat it as a no-op.
+/// 3. **`Remove` deletes one service** and its endpoints from this registry's contribution;
+///    removing an unknown key is harmless.
+/// 4. **Order is the registry's order.** Events of one registry are applied in the order sent;
+///    nothing is promised about order across registries.
+/// 5. **Freshness.** When an event arrives, the registry's state is *at least* as new as the
+///    event says, and may be newer: a consumer may see a later state before the event that
+///    announces it.
+/// 6. **Errors are items, not the end.** A failure (a malformed file, an unreachable server) is
+///    an `Err` item in the stream; the adapter keeps going and its last good state stays in
+///    force until a later event replaces it. The stream ends only when it is asked to shut down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The complete state of the registry, replacing all earlier state.
+    Reset(Vec<Registration>),
+    /// One service, new or changed, with all its endpoints.
+    Upsert(Registration),
+    /// One service is gone.
+    Remove(ServiceKey),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalized_orders_endpoints_so_reports_compare_equal() {
+        let svc = Service::new("a.example.com", "default");
+        let a = Registration::new(
+            svc.clone(),
+            vec![Endpoint::new("10.0.0.2"), Endpoint::new("10.0.0.1")],
+        );
+        let b = Registration::new(
+            svc,
+            vec![Endpoint::new("10.0.0.1"), Endpoint::new("10.0.0.2")],
+        );
+        assert_ne!(a, b);
+        assert_eq!(a.normalized(), b.normalized());
+    }
+}
