@@ -1,1 +1,126 @@
-fn main() {}
+//! The `wayfinder` binary: parses the command line and runs a subcommand.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use wayfinder::aggregate::{Debounce, Settings};
+use wayfinder::cli::{Cli, Command, Discovery, LogArgs, LogFormat, RequestArgs};
+use wayfinder::{registries, server};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Discovery(args) => discovery(args).await,
+        Command::Version => {
+            println!("wayfinder {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Request(args) => request(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn discovery(args: Discovery) -> anyhow::Result<()> {
+    init_logging(&args.log)?;
+    let config = registries::Config {
+        kinds: args.registries.clone(),
+        file_paths: args.file_registry.clone(),
+        domain: args.domain.clone(),
+    };
+    let registries = registries::build(&config).await?;
+    let settings = Settings {
+        debounce: Debounce {
+            after: args.debounce_after,
+            max: args.debounce_max,
+        },
+        sync_timeout: args.sync_timeout,
+    };
+    let running = server::start(server::Config {
+        registries,
+        settings,
+        domain: args.domain,
+        grpc_addr: args.grpc_addr,
+        http_addr: args.http_addr,
+        monitoring_addr: args.monitoring_addr,
+    })
+    .await?;
+    let token = running.shutdown_token();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+    running.wait().await?;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            let _ = ctrl_c.await;
+            return;
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.is_empty() => EnvFilter::try_new(v),
+        _ => EnvFilter::try_new(&log.level),
+    }
+    .with_context(|| format!("invalid --log-level {:?}", log.level))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match log.format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+    Ok(())
+}
+
+async fn request(args: RequestArgs) -> anyhow::Result<()> {
+    let path = if args.path.starts_with('/') {
+        args.path.clone()
+    } else {
+        format!("/{}", args.path)
+    };
+    let url = format!("http://{}{path}", args.addr);
+    let response = reqwest::get(&url)
+        .await
+        .with_context(|| format!("GET {url}"))?;
+    let status = response.status();
+    let body = response
+        .text()
+        .await
+        .with_context(|| format!("reading the answer to GET {url}"))?;
+    if !status.is_success() {
+        anyhow::bail!("GET {url}: {status}: {}", body.trim_end());
+    }
+    let pretty = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or(body);
+    println!("{}", pretty.trim_end());
+    Ok(())
+}

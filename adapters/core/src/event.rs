@@ -82,6 +82,9 @@ fn endpoint_order(a: &Endpoint, b: &Endpoint) -> std::cmp::Ordering {
 /// 6. **Errors are items, not the end.** A failure (a malformed file, an unreachable server) is
 ///    an `Err` item in the stream; the adapter keeps going and its last good state stays in
 ///    force until a later event replaces it. The stream ends only when it is asked to shut down.
+/// 7. **Health follows the last item.** A registry counts as degraded from an error item until
+///    its next `Ok` item. A source that works again without anything having changed sends
+///    `Recovered`, so consumers learn of the recovery without a spurious change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// The complete state of the registry, replacing all earlier state.
@@ -90,6 +93,8 @@ pub enum Event {
     Upsert(Registration),
     /// One service is gone.
     Remove(ServiceKey),
+    /// The source works again after errors and nothing changed meanwhile.
+    Recovered,
 }
 
 #[cfg(test)]

@@ -107,8 +107,11 @@ pub async fn changes_are_observed<H: Harness>(harness: &mut H) {
     let beta = Fixture::new("beta", 2, 3);
     let registry = harness.start(std::slice::from_ref(&alpha)).await;
     let mut obs = Observer::new(registry);
-    obs.converge(&expected_state(harness, &[alpha.clone()]), "initial state")
-        .await;
+    obs.converge(
+        &expected_state(harness, std::slice::from_ref(&alpha)),
+        "initial state",
+    )
+    .await;
 
     harness.put(&beta).await;
     obs.converge(
@@ -128,7 +131,7 @@ pub async fn changes_are_observed<H: Harness>(harness: &mut H) {
 
     harness.delete(&beta).await;
     obs.converge(
-        &expected_state(harness, &[alpha.clone()]),
+        &expected_state(harness, std::slice::from_ref(&alpha)),
         "after deleting beta",
     )
     .await;
@@ -141,7 +144,7 @@ pub async fn unchanged_puts_cause_no_changes<H: Harness>(harness: &mut H) {
     let sentinel = Fixture::new("sentinel", 3, 1);
     let registry = harness.start(std::slice::from_ref(&alpha)).await;
     let mut obs = Observer::new(registry);
-    let before = expected_state(harness, &[alpha.clone()]);
+    let before = expected_state(harness, std::slice::from_ref(&alpha));
     obs.converge(&before, "initial state").await;
     harness.put(&alpha).await;
     harness.put(&sentinel).await;
@@ -166,7 +169,7 @@ pub async fn errors_are_items<H: Harness>(harness: &mut H) {
     let alpha = Fixture::new("alpha", 1, 2);
     let registry = harness.start(std::slice::from_ref(&alpha)).await;
     let mut obs = Observer::new(registry);
-    let good = expected_state(harness, &[alpha.clone()]);
+    let good = expected_state(harness, std::slice::from_ref(&alpha));
     obs.converge(&good, "initial state").await;
     if !harness.corrupt().await {
         obs.stop().await;
@@ -274,6 +277,7 @@ impl Observer {
                     Event::Remove(key) => {
                         self.state.remove(&key);
                     }
+                    Event::Recovered => {}
                     Event::Reset(_) => unreachable!("handled above"),
                 }
             }

@@ -1,1 +1,187 @@
-//! placeholder
+//! A registry read from files: Istio `ServiceEntry` and `WorkloadEntry` objects in YAML or
+//! JSON files, watched for changes.
+//!
+//! Start with [`Config`]: name files and directories, [`Config::build`] a [`FileRegistry`],
+//! and hand it to the server as any other [`Registry`]. Its stream follows the contract on
+//! [`Event`]: a `Reset` with every good file's services, then an `Upsert` or `Remove` for each
+//! service a file change alters, and nothing for services it leaves alone.
+//!
+//! Two modules are public for reuse by other readers of Istio configuration files:
+//! [`documents`] (files into typed objects, with errors that carry the path, document number
+//! and line) and [`watch`] (batches of changed files, robust to editors' save patterns).
+//!
+//! # Files
+//!
+//! A configured directory contributes its `.yaml`, `.yml` and `.json` files (not
+//! subdirectories, hidden files or editor backups); a configured file contributes itself.
+//! YAML files may hold several documents separated by `---`; a JSON file holds one object. A
+//! document may also be a `kind: List` whose `items` are objects (`kubectl get -o yaml`).
+//! Objects of `networking.istio.io/v1`, `v1beta1` and `v1alpha3` are read; other Istio kinds
+//! (VirtualService, DestinationRule, …) are skipped quietly, anything else with a warning.
+//!
+//! # Mapping
+//!
+//! Each host of a `ServiceEntry` is one service in the entry's namespace (`default` when
+//! unset) with the entry's addresses, ports, resolution (`STATIC` is client-side load
+//! balancing, `NONE` passthrough), location, `exportTo`, `subjectAltNames` and metadata labels.
+//! Its endpoints are its inline `endpoints`, or the `WorkloadEntry` objects of the same
+//! namespace, in any watched file, whose `spec.labels` include its `workloadSelector.labels`,
+//! or, for `DNS` and `DNS_ROUND_ROBIN` entries with neither, the host itself. A port without a
+//! `protocol` takes it from its name's prefix (`http-web` is HTTP), else TCP.
+//!
+//! # Errors and the last good state
+//!
+//! A file is taken whole or not at all: when any document fails to parse
+//! ([`RegistryError::Malformed`]) or to validate ([`RegistryError::Invalid`]), the file's
+//! previous contents stay in force and the error is an item of the stream, with an origin of
+//! the form `path: document N (line L)`. Other files are not affected. A watched directory
+//! that disappears is reported as [`RegistryError::Unavailable`]; its files keep their last
+//! good contents until it is back.
+//!
+//! A consumer reads the registry's health from its last item. So when everything works again
+//! and no service changed, the stream sends [`Event::Recovered`]; and while some file stays
+//! broken, its error is sent again after any change, so the change does not read as a
+//! recovery.
+//!
+//! # One host in several entries
+//!
+//! When entries of this registry (in the same namespace) name the same host, they are merged
+//! into one registration. Entries are ranked by the order of the configured paths, then by
+//! file name within a directory, then by document order in a file. The first entry gives the
+//! service's attributes (resolution, addresses, location, labels, …); ports are the union by
+//! number, and when two entries disagree about a port number or name the first wins and the
+//! conflict is logged with both origins; endpoints are the union of all entries' endpoints.
+
+pub mod documents;
+pub mod watch;
+
+mod convert;
+mod istio;
+mod runner;
+mod view;
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+use futures::StreamExt;
+use serde::Deserialize;
+use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
+
+#[cfg(doc)]
+use wayfinder_registry::{Event, RegistryError};
+
+use crate::runner::Runner;
+use crate::watch::Target;
+
+/// Configuration of a file registry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Files and directories to read and watch. A directory contributes its `.yaml`, `.yml`
+    /// and `.json` files, not those of its subdirectories. Earlier paths take precedence when
+    /// entries define the same host. Relative paths are resolved against the working
+    /// directory when the registry is built.
+    pub paths: Vec<PathBuf>,
+}
+
+impl Config {
+    /// Checks that every path is a readable file or a listable directory, and builds the
+    /// registry. Nothing is watched until [`Registry::watch`].
+    pub fn build(self, id: RegistryId) -> Result<FileRegistry, BuildError> {
+        if self.paths.is_empty() {
+            return Err(BuildError::NoPaths);
+        }
+        let targets = self
+            .paths
+            .into_iter()
+            .map(target)
+            .collect::<Result<_, _>>()?;
+        Ok(FileRegistry { id, targets })
+    }
+}
+
+/// A registry of the services defined in a set of files; see the crate docs.
+#[derive(Debug)]
+pub struct FileRegistry {
+    id: RegistryId,
+    targets: Vec<Target>,
+}
+
+impl Registry for FileRegistry {
+    fn id(&self) -> &RegistryId {
+        &self.id
+    }
+
+    fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
+        let runner = Runner::new(self.targets, shutdown.clone());
+        futures::stream::unfold(runner, |mut runner| async move {
+            let item = runner.next().await?;
+            Some((item, runner))
+        })
+        .take_until(shutdown.cancelled_owned())
+        .boxed()
+    }
+}
+
+/// Why a [`Config`] cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// `paths` is empty.
+    #[error("the file registry needs at least one path")]
+    NoPaths,
+    /// A path does not exist or cannot be inspected.
+    #[error("{}: {source}", path.display())]
+    Inaccessible {
+        /// The path as configured.
+        path: PathBuf,
+        /// Why it cannot be used.
+        source: io::Error,
+    },
+    /// A path exists but is neither a regular file nor a directory.
+    #[error("{}: neither a file nor a directory", path.display())]
+    NotFileOrDirectory {
+        /// The path as configured.
+        path: PathBuf,
+    },
+    /// A directory cannot be listed.
+    #[error("{}: cannot list the directory: {source}", path.display())]
+    Unlistable {
+        /// The path as configured.
+        path: PathBuf,
+        /// Why it cannot be listed.
+        source: io::Error,
+    },
+    /// A file cannot be opened for reading.
+    #[error("{}: cannot read the file: {source}", path.display())]
+    Unreadable {
+        /// The path as configured.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: io::Error,
+    },
+}
+
+fn target(path: PathBuf) -> Result<Target, BuildError> {
+    let absolute = match std::path::absolute(&path) {
+        Ok(absolute) => absolute,
+        Err(source) => return Err(BuildError::Inaccessible { path, source }),
+    };
+    let metadata = match fs::metadata(&absolute) {
+        Ok(metadata) => metadata,
+        Err(source) => return Err(BuildError::Inaccessible { path, source }),
+    };
+    if metadata.is_dir() {
+        match fs::read_dir(&absolute) {
+            Ok(_) => Ok(Target::Dir(absolute)),
+            Err(source) => Err(BuildError::Unlistable { path, source }),
+        }
+    } else if metadata.is_file() {
+        match fs::File::open(&absolute) {
+            Ok(_) => Ok(Target::File(absolute)),
+            Err(source) => Err(BuildError::Unreadable { path, source }),
+        }
+    } else {
+        Err(BuildError::NotFileOrDirectory { path })
+    }
+}

@@ -79,7 +79,15 @@ impl Registry for MemoryRegistry {
             let _ = tx.try_send(Ok(Event::Reset(all)));
             inner.subscriber = Some(tx);
         };
-        let events = ReceiverStream::new(rx).take_until(shutdown.cancelled_owned());
+        // The stream keeps the registry's contents alive, so it lasts until shutdown even when
+        // every handle has been dropped (the contract: streams end only when asked to).
+        let keep = self.handle.inner.clone();
+        let events = ReceiverStream::new(rx)
+            .map(move |item| {
+                let _ = &keep;
+                item
+            })
+            .take_until(shutdown.cancelled_owned());
         futures::stream::once(start)
             .filter_map(|()| async { None::<Result<Event, RegistryError>> })
             .chain(events)
@@ -194,11 +202,11 @@ impl MemoryHandle {
 
 impl Inner {
     async fn send(&mut self, item: Result<Event, RegistryError>) {
-        if let Some(tx) = &self.subscriber {
-            if tx.send(item).await.is_err() {
-                // The consumer stopped watching; keep the contents for a later watch.
-                self.subscriber = None;
-            }
+        if let Some(tx) = &self.subscriber
+            && tx.send(item).await.is_err()
+        {
+            // The consumer stopped watching; keep the contents for a later watch.
+            self.subscriber = None;
         }
     }
 }

@@ -1,0 +1,239 @@
+//! Mapping Istio objects to the registry model, one object at a time.
+//!
+//! A `ServiceEntry` becomes one registration per host, each carrying the entry's own endpoints
+//! (inline `endpoints`, or the host itself for DNS resolution without endpoints). Endpoints
+//! chosen by a `workloadSelector` span files, so they are added later, when the registry's
+//! whole view is composed (`view`). A `WorkloadEntry` becomes one endpoint waiting to be
+//! selected. Every registration is checked with [`Registration::validate`] here, so a broken
+//! object is reported against its own file and line.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use wayfinder_registry::{
+    Endpoint, ExportTo, Labels, Locality, Port, Protocol, Registration, RegistryError, Resolution,
+    Service, ValidationError,
+};
+
+use crate::documents::Origin;
+use crate::istio::{
+    LocationSpec, Object, PortSpec, ResolutionSpec, ServiceEntrySpec, WorkloadEntrySpec,
+};
+
+/// A `ServiceEntry`, mapped and validated.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Entry {
+    /// Where it was read.
+    pub(crate) origin: Origin,
+    /// One registration per host, with the entry's own endpoints.
+    pub(crate) registrations: Vec<Registration>,
+    /// The `workloadSelector` labels, when the entry selects WorkloadEntries.
+    pub(crate) selector: Option<Labels>,
+}
+
+/// A `WorkloadEntry`, mapped and validated: an endpoint for the entries that select it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Workload {
+    /// Where it was read.
+    pub(crate) origin: Origin,
+    /// `WorkloadEntry namespace/name`, for log lines.
+    pub(crate) name: String,
+    /// Its namespace; only ServiceEntries of the same namespace select it.
+    pub(crate) namespace: Arc<str>,
+    /// The endpoint; its labels are the ones selectors match.
+    pub(crate) endpoint: Endpoint,
+}
+
+/// Maps a `ServiceEntry`.
+pub(crate) fn service_entry(
+    origin: &Origin,
+    object: &Object<ServiceEntrySpec>,
+) -> Result<Entry, RegistryError> {
+    let namespace = object.metadata.namespace();
+    let name = format!("ServiceEntry {namespace}/{}", object.metadata.name);
+    let fail = |field: &str, message: String| invalid(origin, &name, field, message);
+    let spec = &object.spec;
+    if object.metadata.name.is_empty() {
+        return Err(fail("metadata.name", "must not be empty".into()));
+    }
+    if spec.hosts.is_empty() {
+        return Err(fail("spec.hosts", "at least one host is required".into()));
+    }
+    if !spec.endpoints.is_empty() && spec.workload_selector.is_some() {
+        return Err(fail(
+            "spec.workloadSelector",
+            "an entry may have endpoints or a workloadSelector, not both".into(),
+        ));
+    }
+    let mut addresses = Vec::with_capacity(spec.addresses.len());
+    for (i, address) in spec.addresses.iter().enumerate() {
+        addresses
+            .push(parse_address(address).map_err(|m| fail(&format!("spec.addresses[{i}]"), m))?);
+    }
+    let resolution = match spec.resolution {
+        ResolutionSpec::Static => Resolution::ClientSideLb,
+        ResolutionSpec::Dns => Resolution::Dns,
+        ResolutionSpec::DnsRoundRobin => Resolution::DnsRoundRobin,
+        ResolutionSpec::None => Resolution::Passthrough,
+    };
+    let template = Service {
+        namespace: namespace.into(),
+        ports: spec.ports.iter().map(port).collect(),
+        addresses,
+        resolution,
+        labels: labels(object.metadata.labels.iter().flatten()),
+        service_accounts: spec
+            .subject_alt_names
+            .iter()
+            .map(|s| s.as_str().into())
+            .collect(),
+        mesh_external: spec.location == LocationSpec::MeshExternal,
+        export_to: ExportTo(spec.export_to.iter().map(|s| s.as_str().into()).collect()),
+        ..Service::default()
+    };
+    let inline: Vec<Endpoint> = spec.endpoints.iter().map(endpoint).collect();
+    let dns = matches!(resolution, Resolution::Dns | Resolution::DnsRoundRobin);
+    let mut registrations = Vec::with_capacity(spec.hosts.len());
+    for (i, host) in spec.hosts.iter().enumerate() {
+        let host_field = format!("spec.hosts[{i}]");
+        let endpoints = if !inline.is_empty() || spec.workload_selector.is_some() || !dns {
+            inline.clone()
+        } else if host.starts_with('*') {
+            return Err(fail(
+                &host_field,
+                format!("{host:?}: a wildcard host cannot be resolved by DNS without endpoints"),
+            ));
+        } else {
+            // Istio resolves the host itself when a DNS entry lists no endpoints.
+            vec![Endpoint::new(host.as_str())]
+        };
+        let service = Service {
+            hostname: host.as_str().into(),
+            ..template.clone()
+        };
+        let registration = Registration::new(service, endpoints);
+        registration.validate().map_err(|err| {
+            let field = spec_field(&err, &host_field, inline.is_empty());
+            fail(&field, format!("{} (host {host})", err.message))
+        })?;
+        registrations.push(registration);
+    }
+    Ok(Entry {
+        origin: origin.clone(),
+        registrations,
+        selector: spec
+            .workload_selector
+            .as_ref()
+            .map(|selector| labels(&selector.labels)),
+    })
+}
+
+/// Maps a `WorkloadEntry`.
+pub(crate) fn workload_entry(
+    origin: &Origin,
+    object: &Object<WorkloadEntrySpec>,
+) -> Result<Workload, RegistryError> {
+    let namespace = object.metadata.namespace();
+    let name = format!("WorkloadEntry {namespace}/{}", object.metadata.name);
+    let fail = |field: &str, message: &str| invalid(origin, &name, field, message.into());
+    if object.metadata.name.is_empty() {
+        return Err(fail("metadata.name", "must not be empty"));
+    }
+    if object.spec.address.is_empty() {
+        return Err(fail("spec.address", "must not be empty"));
+    }
+    if let Some((port, _)) = object.spec.ports.iter().find(|(_, n)| **n == 0) {
+        return Err(fail(
+            &format!("spec.ports.{port}"),
+            "port 0 is not a valid port",
+        ));
+    }
+    Ok(Workload {
+        origin: origin.clone(),
+        name,
+        namespace: namespace.into(),
+        endpoint: endpoint(&object.spec),
+    })
+}
+
+/// The protocol of a port: `protocol` when set, else Istio's name-prefix convention
+/// (`http-web` is HTTP, `grpc` is gRPC), else TCP.
+fn protocol(port: &PortSpec) -> Protocol {
+    if let Some(protocol) = port.protocol.as_deref().filter(|p| !p.is_empty()) {
+        return Protocol::parse(protocol);
+    }
+    let name = port.name.to_ascii_lowercase();
+    if name == "grpc-web" || name.starts_with("grpc-web-") {
+        return Protocol::GrpcWeb;
+    }
+    match Protocol::parse(name.split('-').next().unwrap_or_default()) {
+        Protocol::Unsupported => Protocol::Tcp,
+        protocol => protocol,
+    }
+}
+
+fn port(spec: &PortSpec) -> Port {
+    Port {
+        name: spec.name.as_str().into(),
+        number: spec.number,
+        protocol: protocol(spec),
+        target_port: spec.target_port,
+    }
+}
+
+/// An endpoint from a WorkloadEntry spec (standalone or inline in a ServiceEntry).
+fn endpoint(spec: &WorkloadEntrySpec) -> Endpoint {
+    let mut endpoint = Endpoint::new(spec.address.as_str());
+    endpoint.ports = spec
+        .ports
+        .iter()
+        .map(|(name, number)| (name.as_str().into(), *number))
+        .collect();
+    endpoint.labels = labels(&spec.labels);
+    endpoint.locality = Locality::parse(&spec.locality);
+    endpoint.weight = spec.weight.filter(|w| *w > 0).unwrap_or(1);
+    endpoint.network = spec.network.as_str().into();
+    endpoint.service_account = spec
+        .service_account
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(Into::into);
+    endpoint
+}
+
+fn labels<'a>(map: impl IntoIterator<Item = (&'a String, &'a String)>) -> Labels {
+    map.into_iter()
+        .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+        .collect()
+}
+
+fn parse_address(address: &str) -> Result<std::net::IpAddr, String> {
+    if address.contains('/') {
+        return Err(format!("{address:?}: CIDR addresses are not supported yet"));
+    }
+    address
+        .parse::<IpAddr>()
+        .map_err(|_| format!("{address:?} is not an IP address"))
+}
+
+/// The spec field a validation error is about, in the terms of the ServiceEntry.
+fn spec_field(err: &ValidationError, host_field: &str, dns_host_endpoint: bool) -> String {
+    let field = err.field.as_str();
+    if field == "hostname" || (dns_host_endpoint && field.starts_with("endpoints")) {
+        host_field.to_string()
+    } else if field == "namespace" {
+        "metadata.namespace".to_string()
+    } else {
+        format!("spec.{field}")
+    }
+}
+
+fn invalid(origin: &Origin, object: &str, field: &str, message: String) -> RegistryError {
+    RegistryError::Invalid {
+        origin: origin.to_string(),
+        detail: format!("{object}: {field}: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

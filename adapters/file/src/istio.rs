@@ -1,0 +1,174 @@
+//! The Istio objects this registry reads, as they are written in files: `ServiceEntry` and
+//! `WorkloadEntry` of `networking.istio.io` (`v1`, `v1beta1`, `v1alpha3`).
+//!
+//! Field names and defaults follow Istio's API. `metadata` is lenient (fields such as `uid`,
+//! `resourceVersion` or `managedFields` in a `kubectl` export are ignored); `spec` is strict,
+//! so a misspelt field is an error that names it rather than a setting silently lost.
+
+use std::collections::BTreeMap;
+
+use serde::de::{Error as _, IgnoredAny};
+use serde::{Deserialize, Deserializer};
+
+use crate::documents::{Decode, TypeMeta};
+
+/// The API group of Istio's networking objects.
+pub(crate) const GROUP: &str = "networking.istio.io";
+/// The versions of [`GROUP`] this registry reads; they share one schema.
+pub(crate) const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
+
+/// True for any kind of Istio networking object (VirtualService, Gateway, …) in a known version.
+pub(crate) fn is_networking(meta: &TypeMeta) -> bool {
+    meta.group() == GROUP && VERSIONS.contains(&meta.version())
+}
+
+/// An object this registry reads.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum IstioObject {
+    /// A `ServiceEntry`.
+    ServiceEntry(Object<ServiceEntrySpec>),
+    /// A `WorkloadEntry`.
+    WorkloadEntry(Object<WorkloadEntrySpec>),
+}
+
+impl Decode for IstioObject {
+    fn accepts(meta: &TypeMeta) -> bool {
+        is_networking(meta) && matches!(meta.kind.as_str(), "ServiceEntry" | "WorkloadEntry")
+    }
+
+    fn decode<'de, D: Deserializer<'de>>(meta: &TypeMeta, de: D) -> Result<Self, D::Error> {
+        match meta.kind.as_str() {
+            "ServiceEntry" => Object::deserialize(de).map(Self::ServiceEntry),
+            "WorkloadEntry" => Object::deserialize(de).map(Self::WorkloadEntry),
+            other => Err(D::Error::custom(format!("unexpected kind {other}"))),
+        }
+    }
+}
+
+/// A whole object: type, metadata and spec. A `status` is accepted and ignored.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Object<S> {
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    pub(crate) metadata: Metadata,
+    pub(crate) spec: S,
+    #[serde(rename = "status")]
+    _status: Option<IgnoredAny>,
+}
+
+/// Kubernetes object metadata; fields other than these are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub(crate) struct Metadata {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) namespace: Option<String>,
+    #[serde(default)]
+    pub(crate) labels: Option<BTreeMap<String, String>>,
+    /// Read so that a malformed value is reported; nothing maps annotations yet.
+    #[serde(default)]
+    pub(crate) annotations: Option<BTreeMap<String, String>>,
+}
+
+impl Metadata {
+    /// The namespace, `default` when absent or empty (as `kubectl apply` does).
+    pub(crate) fn namespace(&self) -> &str {
+        match self.namespace.as_deref() {
+            None | Some("") => "default",
+            Some(namespace) => namespace,
+        }
+    }
+}
+
+/// `ServiceEntry.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ServiceEntrySpec {
+    #[serde(default)]
+    pub(crate) hosts: Vec<String>,
+    #[serde(default)]
+    pub(crate) addresses: Vec<String>,
+    #[serde(default)]
+    pub(crate) ports: Vec<PortSpec>,
+    #[serde(default)]
+    pub(crate) location: LocationSpec,
+    #[serde(default)]
+    pub(crate) resolution: ResolutionSpec,
+    #[serde(default)]
+    pub(crate) endpoints: Vec<WorkloadEntrySpec>,
+    #[serde(default)]
+    pub(crate) workload_selector: Option<WorkloadSelectorSpec>,
+    #[serde(default)]
+    pub(crate) export_to: Vec<String>,
+    #[serde(default)]
+    pub(crate) subject_alt_names: Vec<String>,
+}
+
+/// `ServiceEntry.spec.ports[]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct PortSpec {
+    pub(crate) number: u16,
+    #[serde(default)]
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) protocol: Option<String>,
+    #[serde(default)]
+    pub(crate) target_port: Option<u16>,
+}
+
+/// `ServiceEntry.spec.location`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub(crate) enum LocationSpec {
+    /// Outside the mesh (Istio's default).
+    #[default]
+    MeshExternal,
+    /// Part of the mesh.
+    MeshInternal,
+}
+
+/// `ServiceEntry.spec.resolution`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub(crate) enum ResolutionSpec {
+    /// Forward to the address the client dialed (Istio's default).
+    #[default]
+    None,
+    /// The endpoints' IP addresses.
+    Static,
+    /// Resolve the endpoints (or the hosts) by DNS, using every address.
+    Dns,
+    /// Resolve by DNS, one address at a time.
+    DnsRoundRobin,
+}
+
+/// `ServiceEntry.spec.workloadSelector`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkloadSelectorSpec {
+    #[serde(default)]
+    pub(crate) labels: BTreeMap<String, String>,
+}
+
+/// `WorkloadEntry.spec`, also the form of `ServiceEntry.spec.endpoints[]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct WorkloadEntrySpec {
+    #[serde(default)]
+    pub(crate) address: String,
+    #[serde(default)]
+    pub(crate) ports: BTreeMap<String, u16>,
+    #[serde(default)]
+    pub(crate) labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) network: String,
+    #[serde(default)]
+    pub(crate) locality: String,
+    #[serde(default)]
+    pub(crate) weight: Option<u32>,
+    #[serde(default)]
+    pub(crate) service_account: Option<String>,
+}

@@ -1,0 +1,272 @@
+//! Each registry's current contribution, and what an event changes in it.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+use wayfinder_registry::{Event, Registration, RegistryError, RegistryId, ServiceKey};
+
+/// What one event did to one service of one registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// Position of the registry in `--registries` order.
+    pub registry: usize,
+    /// The service.
+    pub key: ServiceKey,
+    /// What kind of change.
+    pub kind: ChangeKind,
+}
+
+/// How a service changed. The distinction lets later stages do less work for the commonest
+/// change, an endpoint coming or going.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// The registry did not have the service before.
+    Added,
+    /// The service definition changed (and perhaps its endpoints).
+    Updated,
+    /// Only the endpoints changed; the definition is identical.
+    EndpointsOnly,
+    /// The registry no longer has the service.
+    Removed,
+}
+
+/// The state of one registry's stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// The last item was good.
+    Healthy,
+    /// The last item was an error; the last good state is still served.
+    Degraded,
+    /// The stream ended (or its adapter panicked); the last good state is still served.
+    Stopped,
+}
+
+/// An error with the time it was seen.
+#[derive(Clone, Debug, Serialize)]
+pub struct ErrorRecord {
+    /// Seconds since the Unix epoch.
+    pub at: f64,
+    /// The error.
+    pub error: RegistryError,
+}
+
+impl ErrorRecord {
+    pub(crate) fn now(error: RegistryError) -> Self {
+        let at = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default();
+        Self { at, error }
+    }
+}
+
+/// One registry's services as the aggregate holds them: only registrations that passed
+/// validation. A registration that fails leaves the service's previous good state in place.
+pub(crate) struct Store {
+    pub(crate) id: RegistryId,
+    pub(crate) services: BTreeMap<ServiceKey, Registration>,
+    pub(crate) synced: bool,
+    pub(crate) health: Health,
+    pub(crate) last_error: Option<ErrorRecord>,
+    pub(crate) events: u64,
+    /// Set whenever `services` changes; cleared when a snapshot copies them.
+    pub(crate) changed: bool,
+}
+
+impl Store {
+    pub(crate) fn new(id: RegistryId) -> Self {
+        Self {
+            id,
+            services: BTreeMap::new(),
+            synced: false,
+            health: Health::Healthy,
+            last_error: None,
+            events: 0,
+            changed: false,
+        }
+    }
+
+    /// Applies one event; returns the changes and the registrations refused by validation.
+    pub(crate) fn apply(
+        &mut self,
+        index: usize,
+        event: Event,
+    ) -> (Vec<Change>, Vec<RegistryError>) {
+        self.events += 1;
+        let mut changes = Vec::new();
+        let mut refused = Vec::new();
+        match event {
+            Event::Reset(registrations) => {
+                self.synced = true;
+                let mut next = BTreeMap::new();
+                for reg in registrations {
+                    let key = reg.key();
+                    match self.check(reg) {
+                        Ok(reg) => {
+                            next.insert(key, reg);
+                        }
+                        Err(err) => {
+                            refused.push(err);
+                            if let Some(old) = self.services.get(&key) {
+                                next.insert(key, old.clone());
+                            }
+                        }
+                    }
+                }
+                for key in self.services.keys().filter(|k| !next.contains_key(*k)) {
+                    changes.push(Change {
+                        registry: index,
+                        key: key.clone(),
+                        kind: ChangeKind::Removed,
+                    });
+                }
+                for (key, reg) in &next {
+                    if let Some(kind) = classify(self.services.get(key), reg) {
+                        changes.push(Change {
+                            registry: index,
+                            key: key.clone(),
+                            kind,
+                        });
+                    }
+                }
+                self.services = next;
+            }
+            Event::Upsert(reg) => match self.check(reg) {
+                Ok(reg) => {
+                    if let Some(kind) = classify(self.services.get(&reg.key()), &reg) {
+                        changes.push(Change {
+                            registry: index,
+                            key: reg.key(),
+                            kind,
+                        });
+                        self.services.insert(reg.key(), reg);
+                    }
+                }
+                Err(err) => refused.push(err),
+            },
+            Event::Remove(key) => {
+                if self.services.remove(&key).is_some() {
+                    changes.push(Change {
+                        registry: index,
+                        key,
+                        kind: ChangeKind::Removed,
+                    });
+                }
+            }
+            Event::Recovered => {}
+        }
+        self.changed |= !changes.is_empty();
+        match refused.last() {
+            Some(err) => self.fail(err.clone()),
+            None => self.health = Health::Healthy,
+        }
+        (changes, refused)
+    }
+
+    /// Records an error item (or a refused registration): degraded until the next good item.
+    pub(crate) fn fail(&mut self, error: RegistryError) {
+        self.health = Health::Degraded;
+        self.last_error = Some(ErrorRecord::now(error));
+    }
+
+    fn check(&self, reg: Registration) -> Result<Registration, RegistryError> {
+        match reg.validate() {
+            Ok(()) => Ok(reg.normalized()),
+            Err(err) => Err(RegistryError::Invalid {
+                origin: format!("registry {}", self.id),
+                detail: err.to_string(),
+            }),
+        }
+    }
+}
+
+fn classify(old: Option<&Registration>, new: &Registration) -> Option<ChangeKind> {
+    match old {
+        None => Some(ChangeKind::Added),
+        Some(old) if old == new => None,
+        Some(old) if old.service == new.service => Some(ChangeKind::EndpointsOnly),
+        Some(_) => Some(ChangeKind::Updated),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wayfinder_registry::{Endpoint, Protocol, Service};
+
+    fn reg(host: &str, port: u16, ips: &[&str]) -> Registration {
+        let svc = Service::new(host, "default").with_port("http", port, Protocol::Http);
+        Registration::new(svc, ips.iter().map(|ip| Endpoint::new(*ip)).collect())
+    }
+
+    fn kinds(changes: &[Change]) -> Vec<(&str, ChangeKind)> {
+        changes.iter().map(|c| (&*c.key.hostname, c.kind)).collect()
+    }
+
+    #[test]
+    fn classifies_changes_and_ignores_repeats() {
+        let mut store = Store::new(RegistryId::new("Mock"));
+        let (c, _) = store.apply(
+            0,
+            Event::Reset(vec![reg("a", 80, &["10.0.0.1"]), reg("b", 80, &[])]),
+        );
+        assert_eq!(
+            kinds(&c),
+            [("a", ChangeKind::Added), ("b", ChangeKind::Added)]
+        );
+        assert!(store.synced);
+
+        let (c, _) = store.apply(0, Event::Upsert(reg("a", 80, &["10.0.0.1"])));
+        assert!(c.is_empty(), "an identical upsert changes nothing");
+        let (c, _) = store.apply(0, Event::Upsert(reg("a", 80, &["10.0.0.2", "10.0.0.1"])));
+        assert_eq!(kinds(&c), [("a", ChangeKind::EndpointsOnly)]);
+        let (c, _) = store.apply(0, Event::Upsert(reg("a", 81, &["10.0.0.2", "10.0.0.1"])));
+        assert_eq!(kinds(&c), [("a", ChangeKind::Updated)]);
+
+        let (c, _) = store.apply(
+            0,
+            Event::Reset(vec![reg("a", 81, &["10.0.0.1", "10.0.0.2"])]),
+        );
+        assert_eq!(
+            kinds(&c),
+            [("b", ChangeKind::Removed)],
+            "a Reset diffs against the old state"
+        );
+        let (c, _) = store.apply(0, Event::Remove(ServiceKey::new("default", "zzz")));
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn invalid_registrations_keep_the_last_good_state() {
+        let mut store = Store::new(RegistryId::new("File"));
+        store.apply(0, Event::Reset(vec![reg("a", 80, &["10.0.0.1"])]));
+        let (c, refused) = store.apply(0, Event::Upsert(reg("a", 80, &["not-an-ip"])));
+        assert!(c.is_empty());
+        assert_eq!(refused.len(), 1);
+        assert!(
+            refused[0].to_string().contains("endpoints[0].address"),
+            "{}",
+            refused[0]
+        );
+        assert_eq!(store.health, Health::Degraded);
+        assert_eq!(
+            &*store.services[&ServiceKey::new("default", "a")].endpoints[0].address,
+            "10.0.0.1"
+        );
+
+        let (_, refused) = store.apply(0, Event::Reset(vec![reg("a", 0, &[])]));
+        assert_eq!(refused.len(), 1);
+        assert!(
+            store
+                .services
+                .contains_key(&ServiceKey::new("default", "a")),
+            "kept through a Reset"
+        );
+
+        store.apply(0, Event::Recovered);
+        assert_eq!(store.health, Health::Healthy);
+    }
+}

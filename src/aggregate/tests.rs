@@ -1,0 +1,312 @@
+//! Aggregate behaviour on virtual time: sync, debounce, merging, bad input, failing registries.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wayfinder_memory::{MemoryHandle, MemoryRegistry};
+use wayfinder_registry::{
+    CancellationToken, Endpoint, EventStream, Protocol, Registration, Registry, RegistryError,
+    RegistryId, Service, ServiceKey,
+};
+
+use super::*;
+
+fn reg(name: &str, ips: &[&str]) -> Registration {
+    let svc = Service::new(format!("{name}.default.svc.cluster.local"), "default").with_port(
+        "http",
+        8080,
+        Protocol::Http,
+    );
+    Registration::new(svc, ips.iter().map(|ip| Endpoint::new(*ip)).collect())
+}
+
+fn key(name: &str) -> ServiceKey {
+    ServiceKey::new("default", format!("{name}.default.svc.cluster.local"))
+}
+
+fn settings() -> Settings {
+    Settings {
+        debounce: Debounce {
+            after: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        },
+        sync_timeout: Duration::from_secs(30),
+    }
+}
+
+fn start(registries: Vec<Box<dyn Registry>>) -> (AggregateHandle, CancellationToken) {
+    start_with(registries, |_| {})
+}
+
+fn start_with(
+    registries: Vec<Box<dyn Registry>>,
+    configure: impl FnOnce(&mut Aggregate),
+) -> (AggregateHandle, CancellationToken) {
+    let shutdown = CancellationToken::new();
+    let mut aggregate = Aggregate::new(registries, settings(), Arc::new(Metrics::new()));
+    configure(&mut aggregate);
+    (aggregate.start(shutdown.clone()), shutdown)
+}
+
+async fn next_version(handle: &AggregateHandle, after: u64) -> Arc<Snapshot> {
+    let mut versions = handle.versions();
+    versions.wait_for(|v| *v > after).await.unwrap();
+    handle.snapshot()
+}
+
+/// A registry that never says anything.
+struct Silent(RegistryId);
+
+impl Registry for Silent {
+    fn id(&self) -> &RegistryId {
+        &self.0
+    }
+    fn watch(self: Box<Self>, _shutdown: CancellationToken) -> EventStream {
+        Box::pin(futures::stream::pending())
+    }
+}
+
+/// A registry whose adapter panics when polled.
+struct Panics(RegistryId);
+
+impl Registry for Panics {
+    fn id(&self) -> &RegistryId {
+        &self.0
+    }
+    fn watch(self: Box<Self>, _shutdown: CancellationToken) -> EventStream {
+        Box::pin(futures::stream::poll_fn(|_| panic!("adapter bug")))
+    }
+}
+
+async fn memory(name: &str, regs: &[Registration]) -> (Box<dyn Registry>, MemoryHandle) {
+    let (registry, handle) = MemoryRegistry::new(name);
+    for r in regs {
+        handle.upsert(r.clone()).await;
+    }
+    (Box::new(registry), handle)
+}
+
+#[tokio::test(start_paused = true)]
+async fn publishes_the_union_once_every_registry_synced() {
+    let (a, _) = memory("A", &[reg("shared", &["10.0.0.1"]), reg("only-a", &[])]).await;
+    let (b, _) = memory("B", &[reg("shared", &["10.0.1.1"])]).await;
+    let (handle, _stop) = start(vec![a, b]);
+    handle.ready().await;
+    let snap = handle.snapshot();
+    assert_eq!(snap.version, 1);
+    assert_eq!(snap.services.len(), 2);
+    let shared = &snap.services[&key("shared")];
+    let tags: Vec<&str> = shared
+        .endpoints
+        .iter()
+        .map(|e| e.registry.as_str())
+        .collect();
+    assert_eq!(tags, ["A", "B"]);
+    let statuses = handle.registries();
+    assert!(
+        statuses
+            .iter()
+            .all(|r| r.synced && r.health == Health::Healthy),
+        "{statuses:#?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn serves_after_the_sync_timeout_when_a_registry_never_syncs() {
+    let (a, _) = memory("A", &[reg("a", &["10.0.0.1"])]).await;
+    let silent: Box<dyn Registry> = Box::new(Silent(RegistryId::new("Slow")));
+    let started = Instant::now();
+    let (handle, _stop) = start(vec![a, silent]);
+    handle.ready().await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(30),
+        "ready before the timeout"
+    );
+    assert_eq!(
+        handle.snapshot().services.len(),
+        1,
+        "the synced registry is served"
+    );
+    let statuses = handle.registries();
+    assert!(!statuses[1].synced);
+}
+
+#[tokio::test(start_paused = true)]
+async fn changes_are_debounced_into_one_snapshot() {
+    let (a, handle_a) = memory("A", &[reg("a", &["10.0.0.1"])]).await;
+    let (handle, _stop) = start(vec![a]);
+    handle.ready().await;
+    let t0 = Instant::now();
+    for i in 2..=6 {
+        handle_a.upsert(reg("a", &[&format!("10.0.0.{i}")])).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let snap = next_version(&handle, 1).await;
+    assert_eq!(
+        snap.version, 2,
+        "five changes 50 ms apart make one snapshot"
+    );
+    assert_eq!(
+        &*snap.services[&key("a")].endpoints[0].endpoint.address,
+        "10.0.0.6"
+    );
+    // The last change came at +200 ms; the quiet period ends 100 ms later.
+    assert_eq!(t0.elapsed(), Duration::from_millis(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_steady_stream_of_changes_publishes_at_the_maximum_delay() {
+    let (a, handle_a) = memory("A", &[reg("a", &[])]).await;
+    let (handle, _stop) = start(vec![a]);
+    handle.ready().await;
+    let t0 = Instant::now();
+    let writer = tokio::spawn(async move {
+        for i in 0..400u32 {
+            handle_a
+                .upsert(reg("a", &[&format!("10.0.{}.{}", i / 200, i % 200 + 1)]))
+                .await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    next_version(&handle, 1).await;
+    assert_eq!(
+        t0.elapsed(),
+        Duration::from_secs(10),
+        "published at debounce max despite no quiet period"
+    );
+    writer.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_registrations_and_errors_keep_the_last_good_state() {
+    let (a, handle_a) = memory("A", &[reg("a", &["10.0.0.1"])]).await;
+    let (handle, _stop) = start(vec![a]);
+    handle.ready().await;
+    handle_a.upsert(reg("a", &["not-an-ip"])).await;
+    handle_a
+        .report_error(RegistryError::Unavailable {
+            origin: "test".into(),
+            detail: "down".into(),
+        })
+        .await;
+    handle_a.upsert(reg("b", &["10.0.0.2"])).await;
+    let snap = next_version(&handle, 1).await;
+    assert_eq!(
+        &*snap.services[&key("a")].endpoints[0].endpoint.address,
+        "10.0.0.1"
+    );
+    assert!(snap.services.contains_key(&key("b")));
+    let status = &handle.registries()[0];
+    assert_eq!(
+        status.health,
+        Health::Healthy,
+        "the good upsert after the error recovers it"
+    );
+    assert!(matches!(
+        status.last_error,
+        Some(ErrorRecord {
+            error: RegistryError::Unavailable { .. },
+            ..
+        })
+    ));
+
+    handle_a
+        .report_error(RegistryError::Malformed {
+            origin: "x".into(),
+            detail: "y".into(),
+        })
+        .await;
+    handle_a.upsert(reg("a", &["also-not-an-ip"])).await;
+    let status = eventually(&handle, |s| s[0].events == 6).await;
+    assert_eq!(
+        status[0].health,
+        Health::Degraded,
+        "a refused registration leaves it degraded"
+    );
+    let err = status[0]
+        .last_error
+        .as_ref()
+        .map(|e| e.error.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("endpoints[0].address"), "{err}");
+}
+
+/// Waits (on virtual time) until the registry statuses satisfy `done`.
+async fn eventually(
+    handle: &AggregateHandle,
+    done: impl Fn(&[RegistryStatus]) -> bool,
+) -> Arc<Vec<RegistryStatus>> {
+    for _ in 0..10_000 {
+        let status = handle.registries();
+        if done(&status) {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!(
+        "condition not reached; status is {:#?}",
+        handle.registries()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_registry_does_not_stop_the_others() {
+    let (a, handle_a) = memory("A", &[reg("a", &["10.0.0.1"])]).await;
+    let bad: Box<dyn Registry> = Box::new(Panics(RegistryId::new("Broken")));
+    let (handle, _stop) = start(vec![bad, a]);
+    handle.ready().await;
+    assert_eq!(handle.snapshot().services.len(), 1);
+    handle_a.upsert(reg("b", &[])).await;
+    let snap = next_version(&handle, 1).await;
+    assert_eq!(
+        snap.services.len(),
+        2,
+        "the healthy registry keeps serving changes"
+    );
+    assert_eq!(handle.registries()[0].health, Health::Stopped);
+}
+
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<(String, ChangeKind, usize)>>>);
+
+impl Handler for Recorder {
+    fn on_change(
+        &mut self,
+        registry: &RegistryId,
+        change: &Change,
+        current: Option<&Registration>,
+    ) {
+        let endpoints = current.map_or(0, |r| r.endpoints.len());
+        self.0.lock().unwrap().push((
+            format!("{registry}:{}", change.key.hostname),
+            change.kind,
+            endpoints,
+        ));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn handlers_see_classified_changes_in_order_with_the_store_already_updated() {
+    let (a, handle_a) = memory("A", &[reg("a", &["10.0.0.1"])]).await;
+    let recorder = Recorder::default();
+    let (handle, _stop) = start_with(vec![a], |agg| agg.add_handler(recorder.clone()));
+    handle.ready().await;
+    handle_a.upsert(reg("a", &["10.0.0.1", "10.0.0.2"])).await;
+    let mut svc = (*reg("a", &[]).service).clone();
+    svc.ports[0].number = 9090;
+    handle_a.upsert_service(svc).await;
+    handle_a.remove(&key("a")).await;
+    next_version(&handle, 1).await;
+    let seen = recorder.0.lock().unwrap().clone();
+    let host = "A:a.default.svc.cluster.local".to_string();
+    assert_eq!(
+        seen,
+        [
+            (host.clone(), ChangeKind::Added, 1),
+            (host.clone(), ChangeKind::EndpointsOnly, 2),
+            (host.clone(), ChangeKind::Updated, 2),
+            (host, ChangeKind::Removed, 0),
+        ]
+    );
+}

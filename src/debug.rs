@@ -1,0 +1,217 @@
+//! Debug pages (on `--http-addr`) and monitoring (on `--monitoring-addr`), with Istio's paths.
+//!
+//! | path | what |
+//! |---|---|
+//! | `/ready` | 200 once every registry synced (or the sync timeout passed), else 503 |
+//! | `/debug` | this list |
+//! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
+//! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
+//! | `/debug/syncz` | per connected proxy: id, kind, connected since, per type sent/acked version, nonce, last NACK |
+//! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON |
+//! | `/metrics` (monitoring) | Prometheus text |
+//! | `/version` (monitoring) | build version |
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::aggregate::AggregateHandle;
+use crate::metrics::Metrics;
+use crate::xds::ads::AdsServer;
+
+#[derive(Clone)]
+struct Debug {
+    aggregate: AggregateHandle,
+    ads: AdsServer,
+}
+
+const PAGES: [(&str, &str); 6] = [
+    (
+        "/ready",
+        "200 once every registry synced or the sync timeout passed",
+    ),
+    (
+        "/debug/registryz",
+        "registries: status, last error, services; merge conflicts",
+    ),
+    (
+        "/debug/endpointz",
+        "merged services and their endpoints (?svc=HOST to filter)",
+    ),
+    (
+        "/debug/syncz",
+        "connected proxies and their per-type xDS state",
+    ),
+    ("/debug/config_dump", "what a proxy is served (?proxyID=ID)"),
+    ("/debug", "this list"),
+];
+
+/// The debug HTTP routes.
+pub fn router(aggregate: AggregateHandle, ads: AdsServer) -> Router {
+    Router::new()
+        .route("/ready", get(ready))
+        .route("/debug", get(list))
+        .route("/debug/registryz", get(registryz))
+        .route("/debug/endpointz", get(endpointz))
+        .route("/debug/syncz", get(syncz))
+        .route("/debug/config_dump", get(config_dump))
+        .with_state(Debug { aggregate, ads })
+}
+
+/// The monitoring HTTP routes.
+pub fn monitoring_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(render_metrics))
+        .route("/version", get(version))
+        .with_state(metrics)
+}
+
+async fn ready(State(d): State<Debug>) -> Response {
+    if d.aggregate.is_ready() {
+        return (StatusCode::OK, "ready\n").into_response();
+    }
+    let waiting: Vec<String> = d
+        .aggregate
+        .registries()
+        .iter()
+        .filter(|r| !r.synced)
+        .map(|r| r.registry.to_string())
+        .collect();
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("not ready: waiting for {}\n", waiting.join(", ")),
+    )
+        .into_response()
+}
+
+async fn list() -> Json<Value> {
+    Json(
+        PAGES
+            .iter()
+            .map(|(path, what)| json!({"path": path, "what": what}))
+            .collect(),
+    )
+}
+
+async fn registryz(State(d): State<Debug>) -> Json<Value> {
+    let snapshot = d.aggregate.snapshot();
+    let statuses = d.aggregate.registries();
+    let registries: Vec<Value> = statuses
+        .iter()
+        .map(|status| {
+            let services: Vec<Value> = snapshot
+                .sources
+                .iter()
+                .find(|s| s.registry == status.registry)
+                .map(|s| {
+                    s.services
+                        .values()
+                        .map(|r| json!({"service": r.service, "endpoints": r.endpoints.len()}))
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({ "status": status, "services": services })
+        })
+        .collect();
+    Json(json!({
+        "snapshot_version": snapshot.version,
+        "registries": registries,
+        "conflicts": snapshot.conflicts,
+    }))
+}
+
+async fn endpointz(
+    State(d): State<Debug>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Json<Value> {
+    let snapshot = d.aggregate.snapshot();
+    let filter = q.get("svc");
+    let services: Vec<Value> = snapshot
+        .services
+        .iter()
+        .filter(|(key, _)| filter.is_none_or(|f| *key.hostname == **f))
+        .map(|(key, merged)| {
+            json!({
+                "service": key.to_string(),
+                "registries": merged.registries,
+                "ports": merged.service.ports,
+                "endpoints": merged.endpoints,
+            })
+        })
+        .collect();
+    Json(Value::Array(services))
+}
+
+async fn syncz(State(d): State<Debug>) -> Json<Value> {
+    let conns: Vec<Value> = d
+        .ads
+        .connections()
+        .iter()
+        .map(|c| {
+            let types = c
+                .types
+                .lock()
+                .map(|t| t.clone())
+                .unwrap_or_else(|e| e.into_inner().clone());
+            let types: serde_json::Map<String, Value> = types
+                .iter()
+                .map(|(t, s)| {
+                    (
+                        t.short().to_string(),
+                        serde_json::to_value(s).unwrap_or(Value::Null),
+                    )
+                })
+                .collect();
+            json!({
+                "proxy": c.proxy.id,
+                "proxy_type": c.proxy.kind,
+                "namespace": c.proxy.namespace,
+                "user_agent": c.proxy.user_agent,
+                "connection_id": c.id,
+                "connected_since": c.connected_since,
+                "types": types,
+            })
+        })
+        .collect();
+    Json(Value::Array(conns))
+}
+
+async fn config_dump(State(d): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let Some(id) = q.get("proxyID") else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "config_dump needs ?proxyID=ID (see /debug/syncz)\n",
+        )
+            .into_response();
+    };
+    match d.ads.config_dump(id) {
+        Some(dump) => Json(dump).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("no connected proxy with id {id:?} (see /debug/syncz)\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn render_metrics(State(m): State<Arc<Metrics>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.render(),
+    )
+        .into_response()
+}
+
+async fn version() -> Json<Value> {
+    Json(json!({ "name": "wayfinder", "version": env!("CARGO_PKG_VERSION") }))
+}

@@ -1,0 +1,142 @@
+//! The registries wayfinder can run, chosen by name on the command line.
+//!
+//! The set of adapters is this one enum; adding an adapter means a variant, its name, and an
+//! arm in [`build`]. Names are matched case-insensitively, as pilot-discovery's `--registries`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use wayfinder_registry::{Registry, RegistryId};
+
+/// A registry kind, as named in `--registries`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// The built-in demo mesh (an in-memory registry holding bookinfo).
+    Mock,
+    /// ServiceEntry and WorkloadEntry files (`--file-registry`).
+    File,
+}
+
+impl Kind {
+    /// Every kind, for messages.
+    pub const ALL: [Kind; 2] = [Kind::Mock, Kind::File];
+
+    /// The name users write.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Mock => "Mock",
+            Kind::File => "File",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if let Some(kind) = Self::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+        {
+            return Ok(kind);
+        }
+        let known: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+        let later = ["kubernetes", "consul", "eureka"].contains(&s.to_ascii_lowercase().as_str());
+        let note = if later {
+            " (that registry is not available in this version)"
+        } else {
+            ""
+        };
+        Err(format!(
+            "unknown registry {s:?}{note}; known registries: {}",
+            known.join(", ")
+        ))
+    }
+}
+
+/// What the registries need from the command line.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Kinds to run, in precedence order.
+    pub kinds: Vec<Kind>,
+    /// Paths for the File registry.
+    pub file_paths: Vec<PathBuf>,
+    /// Mesh domain, for the demo's hostnames.
+    pub domain: String,
+}
+
+/// A configuration the registries cannot start with.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A kind appears twice in `--registries`.
+    #[error("--registries names {0} twice")]
+    Duplicate(Kind),
+    /// `File` without paths.
+    #[error("--registries File needs at least one --file-registry PATH")]
+    NoFilePaths,
+    /// Paths without `File`.
+    #[error("--file-registry is set but File is not in --registries")]
+    UnusedFilePaths,
+    /// The file registry refused its paths.
+    #[error("file registry: {0}")]
+    File(#[from] wayfinder_file::BuildError),
+}
+
+/// Builds the registries, in the order given.
+pub async fn build(config: &Config) -> Result<Vec<Box<dyn Registry>>, BuildError> {
+    let mut seen = Vec::new();
+    for kind in &config.kinds {
+        if seen.contains(kind) {
+            return Err(BuildError::Duplicate(*kind));
+        }
+        seen.push(*kind);
+    }
+    if !config.file_paths.is_empty() && !seen.contains(&Kind::File) {
+        return Err(BuildError::UnusedFilePaths);
+    }
+    let mut registries: Vec<Box<dyn Registry>> = Vec::new();
+    for kind in &config.kinds {
+        match kind {
+            Kind::Mock => {
+                let (registry, _handle) = wayfinder_memory::demo::bookinfo(&config.domain).await;
+                registries.push(Box::new(registry));
+            }
+            Kind::File => {
+                if config.file_paths.is_empty() {
+                    return Err(BuildError::NoFilePaths);
+                }
+                let file = wayfinder_file::Config {
+                    paths: config.file_paths.clone(),
+                };
+                registries.push(Box::new(file.build(RegistryId::new(Kind::File.name()))?));
+            }
+        }
+    }
+    Ok(registries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_case_insensitive_and_unknown_ones_are_explained() {
+        assert_eq!("mock".parse::<Kind>(), Ok(Kind::Mock));
+        assert_eq!(" FILE".parse::<Kind>(), Ok(Kind::File));
+        let err = "Zookeeper".parse::<Kind>().unwrap_err();
+        assert!(
+            err.contains("unknown registry \"Zookeeper\"") && err.contains("Mock, File"),
+            "{err}"
+        );
+        let err = "Consul".parse::<Kind>().unwrap_err();
+        assert!(err.contains("not available in this version"), "{err}");
+    }
+}

@@ -1,0 +1,198 @@
+//! The model snapshot: everything every registry says, merged, validated and immutable.
+//!
+//! The aggregate is the only writer: it builds a [`Snapshot`], checks it with
+//! [`Snapshot::validate`] and publishes it through an `ArcSwap`. Everyone else (the xDS
+//! generator, the debug pages) reads the current `Arc<Snapshot>` without locking. The model
+//! knows nothing of xDS.
+
+mod visibility;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::Serialize;
+use wayfinder_registry::{Endpoint, Registration, RegistryId, Resolution, Service, ServiceKey};
+
+pub use visibility::Visible;
+
+/// An immutable view of every service, as of one moment.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Increases by one with every published snapshot; 0 is the empty snapshot before sync.
+    pub version: u64,
+    /// When the snapshot was built.
+    #[serde(with = "unix_seconds")]
+    pub built_at: SystemTime,
+    /// Merged services by key.
+    pub services: BTreeMap<ServiceKey, Arc<MergedService>>,
+    /// Disagreements between registries, with the value that won (see the merge rule in
+    /// `aggregate::merge`).
+    pub conflicts: Vec<Conflict>,
+    /// What each registry contributed, in `--registries` order.
+    pub sources: Vec<Source>,
+    #[serde(skip)]
+    visible: visibility::Index,
+}
+
+/// One service after merging what every registry reported for its key.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct MergedService {
+    /// The merged definition.
+    pub service: Service,
+    /// The registries that report this service, highest precedence first. The first is the
+    /// registry "it came from" for every attribute that is not a union.
+    pub registries: Vec<RegistryId>,
+    /// Every endpoint from every registry.
+    pub endpoints: Vec<EndpointView>,
+}
+
+/// An endpoint as the snapshot holds it: tagged with its registry, with its ports resolved to
+/// the merged service's port numbers.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct EndpointView {
+    /// The registry that reported it.
+    pub registry: RegistryId,
+    /// The endpoint as reported.
+    pub endpoint: Endpoint,
+    /// Service port number → the port this endpoint serves it on. A service port missing here
+    /// is one this endpoint does not serve (it came from another registry).
+    pub ports: BTreeMap<u16, u16>,
+}
+
+/// A disagreement between two registries about one service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// The service.
+    pub key: ServiceKey,
+    /// What they disagree on, e.g. `ports[9080].protocol` or `resolution`.
+    pub field: String,
+    /// The registry whose value is used.
+    pub winner: RegistryId,
+    /// Its value.
+    pub winner_value: String,
+    /// The registry whose value is ignored.
+    pub loser: RegistryId,
+    /// Its value.
+    pub loser_value: String,
+}
+
+/// What one registry contributes, for `/debug/registryz`.
+#[derive(Debug, Serialize)]
+pub struct Source {
+    /// The registry.
+    pub registry: RegistryId,
+    /// Its services as it reported them.
+    pub services: Arc<BTreeMap<ServiceKey, Registration>>,
+}
+
+/// A broken invariant: the snapshot is not published.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid snapshot: service {key}: {message}")]
+pub struct InvariantError {
+    /// The offending service.
+    pub key: ServiceKey,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Snapshot {
+    /// The empty snapshot served before any registry has synced.
+    pub fn empty() -> Self {
+        Self::new(0, BTreeMap::new(), Vec::new(), Vec::new())
+    }
+
+    /// Assembles a snapshot. Call [`Snapshot::validate`] before publishing it.
+    pub fn new(
+        version: u64,
+        services: BTreeMap<ServiceKey, Arc<MergedService>>,
+        conflicts: Vec<Conflict>,
+        sources: Vec<Source>,
+    ) -> Self {
+        let visible = visibility::Index::build(&services);
+        Self {
+            version,
+            built_at: SystemTime::now(),
+            services,
+            conflicts,
+            sources,
+            visible,
+        }
+    }
+
+    /// Checks the invariants every published snapshot holds:
+    /// - each service is stored under its own key;
+    /// - port numbers and names are unique within a service;
+    /// - every endpoint port refers to a port of its service and is not 0;
+    /// - endpoints of client-side balanced services have IP addresses;
+    /// - weights are at least 1.
+    pub fn validate(&self) -> Result<(), InvariantError> {
+        self.services
+            .iter()
+            .try_for_each(|(key, merged)| Self::validate_service(key, merged))
+    }
+
+    /// The per-service part of [`Snapshot::validate`], for checking a service before it is
+    /// put into a snapshot.
+    pub fn validate_service(
+        key: &ServiceKey,
+        merged: &MergedService,
+    ) -> Result<(), InvariantError> {
+        let fail = |message: String| {
+            Err(InvariantError {
+                key: key.clone(),
+                message,
+            })
+        };
+        let svc = &merged.service;
+        if &svc.key() != key {
+            return fail(format!("stored under the wrong key (it is {})", svc.key()));
+        }
+        let numbers: HashSet<u16> = svc.ports.iter().map(|p| p.number).collect();
+        let names: HashSet<&str> = svc.ports.iter().map(|p| &*p.name).collect();
+        if numbers.len() != svc.ports.len() || names.len() != svc.ports.len() {
+            return fail("duplicate port number or name".into());
+        }
+        for ep in &merged.endpoints {
+            let address = &ep.endpoint.address;
+            if let Some((port, _)) = ep
+                .ports
+                .iter()
+                .find(|(n, p)| !numbers.contains(n) || **p == 0)
+            {
+                return fail(format!(
+                    "endpoint {address} has port {port}, which is not a port of the service"
+                ));
+            }
+            if svc.resolution == Resolution::ClientSideLb && ep.endpoint.ip().is_none() {
+                return fail(format!("endpoint {address:?} is not an IP address"));
+            }
+            if ep.endpoint.weight == 0 {
+                return fail(format!("endpoint {address} has weight 0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The services a proxy in `namespace` sees: those exported to it, one per hostname.
+    pub fn visible(&self, namespace: &str) -> Visible<'_> {
+        self.visible.visible(&self.services, namespace)
+    }
+
+    /// Every endpoint count, for metrics and debug pages.
+    pub fn endpoint_count(&self) -> usize {
+        self.services.values().map(|s| s.endpoints.len()).sum()
+    }
+}
+
+mod unix_seconds {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    pub(super) fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        let secs = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default();
+        s.serialize_f64(secs)
+    }
+}

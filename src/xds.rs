@@ -1,0 +1,19 @@
+//! xDS: generating Envoy and gRPC configuration from the model and serving it over ADS.
+//!
+//! [`generate`] turns a model snapshot into encoded resources per proxy; [`ads`] is the
+//! state-of-the-world ADS server; [`proxy`] reads who is asking. Envoy's types come through
+//! [`pb`] only.
+
+pub mod ads;
+pub mod generate;
+pub mod json;
+pub mod names;
+pub mod pb;
+pub mod proxy;
+pub mod resource;
+mod types;
+
+pub use generate::{Resources, XdsSnapshot};
+pub use proxy::{Proxy, ProxyKind};
+pub use resource::{Resource, ResourceSet, Version};
+pub use types::TypeUrl;

@@ -1,0 +1,383 @@
+//! The state-of-the-world ADS server: one task per stream around [`StreamState`].
+//!
+//! Each stream waits for the server to be ready, reads who is asking from the first request,
+//! then answers requests and pushes new snapshots as they are published. Responses leave
+//! through a small bounded queue: a client that does not read stalls only its own task, while
+//! snapshots published meanwhile collapse into the latest (the version channel keeps only the
+//! newest), so a slow or stuck client never delays the others or the aggregate.
+
+mod state;
+mod subscription;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+
+pub use state::{Nack, Outcome, RequestError, StreamState, TypeStatus};
+pub use subscription::Subscription;
+
+use crate::aggregate::AggregateHandle;
+use crate::metrics::Metrics;
+use crate::xds::pb::discovery::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use crate::xds::pb::discovery::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use crate::xds::proxy::{Proxy, ProxyError};
+use crate::xds::{TypeUrl, XdsSnapshot, json};
+
+/// Responses that may wait for a slow client before its stream task waits in turn.
+const QUEUE: usize = 16;
+
+/// The ADS server. Cheap to clone; clones share connections and state.
+#[derive(Clone)]
+pub struct AdsServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    aggregate: AggregateHandle,
+    metrics: Arc<Metrics>,
+    domain: Arc<str>,
+    identifier: Arc<str>,
+    current: ArcSwap<XdsSnapshot>,
+    versions: watch::Receiver<u64>,
+    connections: Mutex<BTreeMap<u64, Arc<Connection>>>,
+    next_id: AtomicU64,
+}
+
+/// One connected stream, as `/debug/syncz` shows it.
+#[derive(Debug)]
+pub struct Connection {
+    /// Unique per server.
+    pub id: u64,
+    /// The proxy.
+    pub proxy: Arc<Proxy>,
+    /// Seconds since the Unix epoch.
+    pub connected_since: f64,
+    /// Per-type protocol state, updated after every exchange.
+    pub types: Mutex<BTreeMap<TypeUrl, TypeStatus>>,
+}
+
+/// Why a stream was closed by the server. Turned into a `tonic::Status` in one place.
+#[derive(Debug, thiserror::Error)]
+enum StreamError {
+    #[error("the first request of a stream must carry the node")]
+    NoNode,
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+    #[error(transparent)]
+    Request(#[from] RequestError),
+}
+
+impl From<StreamError> for Status {
+    fn from(err: StreamError) -> Self {
+        Status::invalid_argument(err.to_string())
+    }
+}
+
+impl AdsServer {
+    /// A server over the aggregate's snapshots. `domain` is the mesh domain (`--domain`).
+    /// It follows new snapshots until `shutdown`.
+    pub fn new(
+        aggregate: AggregateHandle,
+        metrics: Arc<Metrics>,
+        domain: &str,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let current = ArcSwap::from_pointee(XdsSnapshot::new(aggregate.snapshot()));
+        let (tx, versions) = watch::channel(aggregate.snapshot().version);
+        let inner = Arc::new(Inner {
+            aggregate: aggregate.clone(),
+            metrics,
+            domain: domain.into(),
+            identifier: format!("wayfinder-{}", env!("CARGO_PKG_VERSION")).into(),
+            current,
+            versions,
+            connections: Mutex::new(BTreeMap::new()),
+            next_id: AtomicU64::new(1),
+        });
+        tokio::spawn(follow(aggregate, Arc::downgrade(&inner), tx, shutdown));
+        Self { inner }
+    }
+
+    /// The tonic service to mount.
+    pub fn service(&self) -> AggregatedDiscoveryServiceServer<Self> {
+        AggregatedDiscoveryServiceServer::new(self.clone()).max_decoding_message_size(16 << 20)
+    }
+
+    /// The snapshot streams are served from.
+    pub fn current(&self) -> Arc<XdsSnapshot> {
+        self.inner.current.load_full()
+    }
+
+    /// Every connected stream, in connection order.
+    pub fn connections(&self) -> Vec<Arc<Connection>> {
+        lock(&self.inner.connections).values().cloned().collect()
+    }
+
+    /// What the most recently connected proxy with this id is served now, as JSON: each type's
+    /// resources filtered by its subscription.
+    pub fn config_dump(&self, proxy_id: &str) -> Option<Value> {
+        let conn = self
+            .connections()
+            .into_iter()
+            .rev()
+            .find(|c| c.proxy.id == proxy_id)?;
+        let snap = self.current();
+        let types = lock(&conn.types).clone();
+        let mut dump = json!({
+            "proxy": conn.proxy.id,
+            "kind": conn.proxy.kind,
+            "snapshot_version": snap.model().version,
+        });
+        for (type_url, status) in types {
+            let sub = &status.subscription;
+            let all = snap.resources(&conn.proxy, type_url, &sub.names);
+            let resources: Vec<Value> = all
+                .iter()
+                .filter(|r| sub.wants(&r.name))
+                .map(|r| json::any_to_json(&r.any))
+                .collect();
+            dump[type_name(type_url)] = Value::Array(resources);
+        }
+        Some(dump)
+    }
+
+    async fn serve(
+        self,
+        requests: Streaming<DiscoveryRequest>,
+        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) {
+        if let Err(err) = self.run(requests, &tx).await {
+            let _ = tx.send(Err(err.into())).await;
+        }
+    }
+
+    async fn run(
+        &self,
+        mut requests: Streaming<DiscoveryRequest>,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> Result<(), StreamError> {
+        let Ok(Some(first)) = requests.message().await else {
+            return Ok(());
+        };
+        let node = first.node.as_ref().ok_or(StreamError::NoNode)?;
+        let proxy = match Proxy::from_node(node, &self.inner.domain) {
+            Ok(p) => Arc::new(p),
+            Err(err) => {
+                tracing::warn!(%err, "refusing an xDS stream");
+                return Err(err.into());
+            }
+        };
+        self.inner.aggregate.ready().await;
+        let conn = self.register(proxy.clone());
+        let _guard = Registration {
+            server: self,
+            id: conn.id,
+        };
+        tracing::info!(proxy = %proxy, kind = ?proxy.kind, "xDS stream opened");
+        let mut state = StreamState::new(proxy, self.inner.identifier.clone());
+        let mut versions = self.inner.versions.clone();
+        versions.mark_unchanged();
+        let mut next = Some(first);
+        loop {
+            if let Some(req) = next.take() {
+                if !self.answer(&mut state, &req, tx).await? {
+                    return Ok(());
+                }
+            } else {
+                tokio::select! {
+                    msg = requests.message() => match msg {
+                        Ok(Some(req)) => next = Some(req),
+                        Ok(None) => return Ok(()),
+                        Err(status) => {
+                            tracing::debug!(proxy = %state.proxy(), %status, "xDS stream ended");
+                            return Ok(());
+                        }
+                    },
+                    changed = versions.changed() => {
+                        if changed.is_err() || !self.push(&mut state, tx).await {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            *lock(&conn.types) = state.status();
+        }
+    }
+
+    /// Handles one request; false when the client went away.
+    async fn answer(
+        &self,
+        state: &mut StreamState,
+        req: &DiscoveryRequest,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> Result<bool, StreamError> {
+        let snap = self.current();
+        let outcome = state.on_request(req, &snap)?;
+        let m = &self.inner.metrics;
+        if outcome.stale {
+            m.xds_expired_nonce.inc();
+            tracing::debug!(proxy = %state.proxy(), type_url = %req.type_url, nonce = %req.response_nonce, "ignoring a request with a stale nonce");
+        }
+        if let Some(message) = &outcome.nack {
+            m.xds_rejects.inc();
+            if let Some(t) = TypeUrl::parse(&req.type_url) {
+                m.xds_type_rejects
+                    .get_or_create(&Metrics::type_label(t))
+                    .inc();
+            }
+            tracing::warn!(proxy = %state.proxy(), type_url = %req.type_url, version = %req.version_info, %message, "proxy rejected configuration (NACK)");
+        }
+        if outcome.unsupported {
+            tracing::debug!(proxy = %state.proxy(), type_url = %req.type_url, "ignoring a request for a type wayfinder does not serve");
+        }
+        Ok(self.send(state, outcome.responses, None, tx).await)
+    }
+
+    /// Pushes the newest snapshot; false when the client went away.
+    async fn push(
+        &self,
+        state: &mut StreamState,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> bool {
+        let snap = self.current();
+        let responses = state.on_snapshot(&snap);
+        self.send(state, responses, Some(snap.published()), tx)
+            .await
+    }
+
+    async fn send(
+        &self,
+        state: &StreamState,
+        responses: Vec<DiscoveryResponse>,
+        published: Option<Instant>,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> bool {
+        let m = &self.inner.metrics;
+        let pushed = !responses.is_empty();
+        for response in responses {
+            let started = Instant::now();
+            if let Some(t) = TypeUrl::parse(&response.type_url) {
+                let label = Metrics::type_label(t);
+                let size: usize = response.resources.iter().map(|r| r.value.len()).sum();
+                m.xds_pushes.get_or_create(&label).inc();
+                m.xds_config_size.get_or_create(&label).observe(size as f64);
+                tracing::debug!(proxy = %state.proxy(), %t, version = %response.version_info, nonce = %response.nonce, resources = response.resources.len(), "push");
+                if tx.send(Ok(response)).await.is_err() {
+                    return false;
+                }
+                m.xds_push_time
+                    .get_or_create(&label)
+                    .observe(started.elapsed().as_secs_f64());
+            }
+        }
+        if let (true, Some(published)) = (pushed, published) {
+            m.proxy_convergence
+                .observe(published.elapsed().as_secs_f64());
+        }
+        true
+    }
+
+    fn register(&self, proxy: Arc<Proxy>) -> Arc<Connection> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let connected_since = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default();
+        let conn = Arc::new(Connection {
+            id,
+            proxy,
+            connected_since,
+            types: Mutex::default(),
+        });
+        lock(&self.inner.connections).insert(id, conn.clone());
+        self.inner.metrics.xds_clients.inc();
+        conn
+    }
+}
+
+/// Unregisters a connection when its task ends, however it ends.
+struct Registration<'a> {
+    server: &'a AdsServer,
+    id: u64,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = lock(&self.server.inner.connections).remove(&self.id) {
+            tracing::info!(proxy = %conn.proxy, "xDS stream closed");
+        }
+        self.server.inner.metrics.xds_clients.dec();
+    }
+}
+
+/// Wraps each newly published model snapshot for the streams and wakes them.
+async fn follow(
+    aggregate: AggregateHandle,
+    inner: std::sync::Weak<Inner>,
+    tx: watch::Sender<u64>,
+    shutdown: CancellationToken,
+) {
+    let mut versions = aggregate.versions();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = versions.changed() => if changed.is_err() { return },
+        }
+        let Some(inner) = inner.upgrade() else { return };
+        let model = aggregate.snapshot();
+        let version = model.version;
+        inner.current.store(Arc::new(XdsSnapshot::new(model)));
+        tx.send_replace(version);
+    }
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for AdsServer {
+    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, Status>>;
+    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(self.clone().serve(request.into_inner(), tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        _request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        Err(Status::unimplemented(
+            "incremental (delta) xDS is not served yet; use state-of-the-world ADS (api_type: GRPC)",
+        ))
+    }
+}
+
+fn type_name(t: TypeUrl) -> &'static str {
+    match t {
+        TypeUrl::Cluster => "clusters",
+        TypeUrl::Endpoint => "endpoints",
+        TypeUrl::Listener => "listeners",
+        TypeUrl::Route => "routes",
+    }
+}
+
+/// Locks a debug-state mutex. The data behind these locks is replaced whole, never left half
+/// written, so a poisoned lock still holds a consistent value.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

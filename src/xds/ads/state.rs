@@ -1,0 +1,369 @@
+//! The state-of-the-world protocol for one stream, without any I/O.
+//!
+//! [`StreamState::on_request`] and [`StreamState::on_snapshot`] take a request or a new
+//! snapshot and return the responses to send, so the rules of the protocol are unit-tested
+//! with plain values. The rules (see the xDS notes, sections 2 to 6):
+//!
+//! - a request with an empty type URL is refused; one for a type wayfinder does not serve is
+//!   ignored;
+//! - a request whose nonce is not the latest one sent for its type is **stale** and ignored;
+//! - a request with `error_detail` is a **NACK**: it is recorded and nothing is re-sent until
+//!   the content changes or the subscription grows; otherwise a request with a nonce is an ACK;
+//! - the first request of a type gets an answer at once (an empty one for listeners and
+//!   clusters, so a client's does-not-exist timer ends quickly); a later one gets an answer only
+//!   for names it adds, even ones it was sent before unasked;
+//! - names asked for that do not exist yet are remembered and sent when they appear;
+//! - listeners and clusters are always sent as the full set (a missing one is deleted); routes
+//!   and endpoints only when they changed, or were newly asked for;
+//! - a new snapshot pushes clusters, endpoints, listeners, routes in that order, and re-sends
+//!   the endpoints of every cluster it changed (Envoy keeps a changed cluster warming until its
+//!   endpoints arrive again);
+//! - versions are content hashes: the response version is the hash of the subscribed set.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::subscription::Subscription;
+use crate::xds::TypeUrl;
+use crate::xds::generate::{Resources, XdsSnapshot};
+use crate::xds::pb::core::ControlPlane;
+use crate::xds::pb::discovery::{DiscoveryRequest, DiscoveryResponse};
+use crate::xds::proxy::Proxy;
+use crate::xds::resource::{Resource, Version};
+
+/// A request that ends the stream.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    /// ADS requests must name their type.
+    #[error("request without type_url")]
+    NoTypeUrl,
+}
+
+/// What a request amounted to, for logs and metrics.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Responses to send, in order.
+    pub responses: Vec<DiscoveryResponse>,
+    /// The request carried a nonce other than the latest sent and was ignored.
+    pub stale: bool,
+    /// The request was a NACK with this message.
+    pub nack: Option<String>,
+    /// The request was for a type wayfinder does not serve.
+    pub unsupported: bool,
+}
+
+/// A NACK as recorded for `/debug/syncz`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Nack {
+    /// The version the client still runs.
+    pub version: String,
+    /// The nonce of the rejected response.
+    pub nonce: String,
+    /// The client's error message.
+    pub message: String,
+    /// Seconds since the Unix epoch.
+    pub at: f64,
+}
+
+/// The protocol state of one type on one stream.
+#[derive(Debug, Default)]
+struct TypeState {
+    /// What the client subscribed to.
+    pub subscription: Subscription,
+    /// Nonce of the latest response.
+    pub nonce: Option<String>,
+    /// Version of the latest response.
+    pub sent_version: Option<String>,
+    /// Latest version the client acknowledged.
+    pub acked_version: Option<String>,
+    /// Latest NACK.
+    pub last_nack: Option<Nack>,
+    /// Responses sent.
+    pub responses: u64,
+    /// Resources the client holds as far as the server knows, with their versions.
+    sent: HashMap<Arc<str>, Version>,
+}
+
+/// A copy of a [`TypeState`] for debug pages, without the per-resource bookkeeping.
+#[derive(Clone, Debug, Serialize)]
+pub struct TypeStatus {
+    /// What the client subscribed to.
+    pub subscription: Subscription,
+    /// Nonce of the latest response.
+    pub nonce: Option<String>,
+    /// Version of the latest response.
+    pub sent_version: Option<String>,
+    /// Latest version the client acknowledged.
+    pub acked_version: Option<String>,
+    /// Latest NACK.
+    pub last_nack: Option<Nack>,
+    /// Responses sent.
+    pub responses: u64,
+    /// Resources the client holds.
+    pub resources: usize,
+}
+
+impl TypeState {
+    /// The debug copy.
+    fn status(&self) -> TypeStatus {
+        TypeStatus {
+            subscription: self.subscription.clone(),
+            nonce: self.nonce.clone(),
+            sent_version: self.sent_version.clone(),
+            acked_version: self.acked_version.clone(),
+            last_nack: self.last_nack.clone(),
+            responses: self.responses,
+            resources: self.sent.len(),
+        }
+    }
+}
+
+/// One stream's protocol state.
+pub struct StreamState {
+    proxy: Arc<Proxy>,
+    types: BTreeMap<TypeUrl, TypeState>,
+    nonces: u64,
+    identifier: Arc<str>,
+}
+
+enum Mode<'a> {
+    /// First request of the type on this stream.
+    Initial,
+    /// A request that may have added names.
+    Added(BTreeSet<Arc<str>>),
+    /// A new snapshot; `forced` names are sent even if unchanged.
+    Snapshot(&'a BTreeSet<Arc<str>>),
+}
+
+impl StreamState {
+    /// State for a stream opened by `proxy`; `identifier` is sent as `control_plane.identifier`.
+    pub fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
+        Self {
+            proxy,
+            types: BTreeMap::new(),
+            nonces: 0,
+            identifier,
+        }
+    }
+
+    /// The proxy at the other end.
+    pub fn proxy(&self) -> &Arc<Proxy> {
+        &self.proxy
+    }
+
+    /// Per-type status, for debug pages.
+    pub fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
+        self.types.iter().map(|(t, s)| (*t, s.status())).collect()
+    }
+
+    /// Handles one request.
+    pub fn on_request(
+        &mut self,
+        req: &DiscoveryRequest,
+        snap: &XdsSnapshot,
+    ) -> Result<Outcome, RequestError> {
+        if req.type_url.is_empty() {
+            return Err(RequestError::NoTypeUrl);
+        }
+        let Some(type_url) = TypeUrl::parse(&req.type_url) else {
+            return Ok(Outcome {
+                unsupported: true,
+                ..Outcome::default()
+            });
+        };
+        let always_wildcard = self.proxy.is_envoy() && type_url.is_full_state();
+        let state = self.types.entry(type_url).or_default();
+        let first = state.nonce.is_none();
+        if !first
+            && state.nonce.as_deref() != Some(req.response_nonce.as_str())
+            && !req.response_nonce.is_empty()
+        {
+            return Ok(Outcome {
+                stale: true,
+                ..Outcome::default()
+            });
+        }
+        let mut outcome = Outcome::default();
+        if let Some(status) = &req.error_detail {
+            state.last_nack = Some(Nack {
+                version: req.version_info.clone(),
+                nonce: req.response_nonce.clone(),
+                message: status.message.clone(),
+                at: now(),
+            });
+            outcome.nack = Some(status.message.clone());
+        } else if !req.response_nonce.is_empty() {
+            state.acked_version = Some(req.version_info.clone());
+        }
+        let before = state.subscription.clone();
+        state
+            .subscription
+            .update(&req.resource_names, always_wildcard);
+        let mode = if first {
+            Mode::Initial
+        } else {
+            Mode::Added(added(
+                &before,
+                &state.subscription,
+                snap,
+                &self.proxy,
+                type_url,
+            ))
+        };
+        if let Some((response, _)) = self.build(type_url, snap, mode) {
+            outcome.responses.push(response);
+        }
+        Ok(outcome)
+    }
+
+    /// Pushes what a new snapshot changed, in make-before-break order.
+    pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DiscoveryResponse> {
+        let mut responses = Vec::new();
+        let mut changed_clusters = BTreeSet::new();
+        let none = BTreeSet::new();
+        for type_url in TypeUrl::PUSH_ORDER {
+            if !self.types.contains_key(&type_url) {
+                continue;
+            }
+            let forced = if type_url == TypeUrl::Endpoint {
+                &changed_clusters
+            } else {
+                &none
+            };
+            if let Some((response, changed)) = self.build(type_url, snap, Mode::Snapshot(forced)) {
+                responses.push(response);
+                if type_url == TypeUrl::Cluster {
+                    changed_clusters = changed;
+                }
+            }
+        }
+        responses
+    }
+
+    /// Decides what to send for one type; returns the response and the names whose content the
+    /// client did not have before.
+    fn build(
+        &mut self,
+        type_url: TypeUrl,
+        snap: &XdsSnapshot,
+        mode: Mode<'_>,
+    ) -> Option<(DiscoveryResponse, BTreeSet<Arc<str>>)> {
+        let state = self.types.get_mut(&type_url)?;
+        let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
+        let desired = desired(&state.subscription, &all);
+        let is_new = |r: &Arc<Resource>| state.sent.get(&r.name) != Some(&r.version);
+        let send: Vec<&Arc<Resource>> = if type_url.is_full_state() {
+            let respond = match &mode {
+                Mode::Initial => true,
+                Mode::Added(names) => !names.is_empty(),
+                Mode::Snapshot(_) => {
+                    desired.len() != state.sent.len() || desired.iter().any(|r| is_new(r))
+                }
+            };
+            if !respond {
+                return None;
+            }
+            desired.clone()
+        } else {
+            let send: Vec<_> = desired
+                .iter()
+                .copied()
+                .filter(|r| match &mode {
+                    Mode::Initial => true,
+                    Mode::Added(names) => names.contains(&r.name),
+                    Mode::Snapshot(forced) => is_new(r) || forced.contains(&r.name),
+                })
+                .collect();
+            if send.is_empty() {
+                return None;
+            }
+            send
+        };
+        let changed: BTreeSet<Arc<str>> = send
+            .iter()
+            .filter(|r| is_new(r))
+            .map(|r| r.name.clone())
+            .collect();
+        if type_url.is_full_state() {
+            state.sent = desired
+                .iter()
+                .map(|r| (r.name.clone(), r.version))
+                .collect();
+        } else {
+            state
+                .sent
+                .retain(|name, _| desired.iter().any(|r| &r.name == name));
+            state
+                .sent
+                .extend(send.iter().map(|r| (r.name.clone(), r.version)));
+        }
+        self.nonces += 1;
+        let nonce = self.nonces.to_string();
+        let version = Version::of_set(desired.iter().map(|r| &***r)).to_string();
+        state.nonce = Some(nonce.clone());
+        state.sent_version = Some(version.clone());
+        state.responses += 1;
+        let response = DiscoveryResponse {
+            version_info: version,
+            resources: send.iter().map(|r| r.any.clone()).collect(),
+            type_url: type_url.as_str().to_string(),
+            nonce,
+            control_plane: Some(ControlPlane {
+                identifier: self.identifier.to_string(),
+            }),
+            ..Default::default()
+        };
+        Some((response, changed))
+    }
+}
+
+/// The resources a subscription covers, in a stable order.
+fn desired<'a>(subscription: &Subscription, all: &'a Resources) -> Vec<&'a Arc<Resource>> {
+    if subscription.wildcard {
+        all.iter().collect()
+    } else {
+        subscription
+            .names
+            .iter()
+            .filter_map(|n| all.get(n))
+            .collect()
+    }
+}
+
+/// Names the new subscription covers that the old did not, among those that exist.
+fn added(
+    before: &Subscription,
+    after: &Subscription,
+    snap: &XdsSnapshot,
+    proxy: &Proxy,
+    type_url: TypeUrl,
+) -> BTreeSet<Arc<str>> {
+    if after.wildcard && !before.wildcard {
+        let all = snap.resources(proxy, type_url, &after.names);
+        return all
+            .iter()
+            .filter(|r| !before.wants(&r.name))
+            .map(|r| r.name.clone())
+            .collect();
+    }
+    if after.wildcard {
+        return BTreeSet::new();
+    }
+    let all = snap.resources(proxy, type_url, &after.names);
+    after
+        .names
+        .iter()
+        .filter(|n| !before.wants(n) && all.get(n).is_some())
+        .cloned()
+        .collect()
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}

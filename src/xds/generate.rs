@@ -1,0 +1,250 @@
+//! From a model snapshot and a proxy to encoded xDS resources.
+//!
+//! An [`XdsSnapshot`] wraps one model snapshot with caches of what has been generated from it.
+//! Every resource is encoded at most once per snapshot and shared by every proxy that receives
+//! it: clusters and endpoints per service, route configurations per (namespace, DNS domain),
+//! listeners per (namespace, listener placement). Only what depends on one proxy's own
+//! addresses (its inbound clusters and `virtualInbound`) is generated per proxy.
+//!
+//! **Invariant:** a cache key holds every input its generator reads. The generators below read
+//! only the model snapshot and the parts of [`Proxy`] named in their key.
+
+mod cluster;
+mod domains;
+mod endpoint;
+mod grpc;
+mod inbound;
+mod listener;
+mod proto;
+mod route;
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use wayfinder_registry::ServiceKey;
+
+use crate::snapshot::{MergedService, Snapshot};
+use crate::xds::TypeUrl;
+use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
+use crate::xds::resource::{Resource, ResourceSet};
+
+/// A model snapshot and the resources generated from it so far.
+pub struct XdsSnapshot {
+    model: Arc<Snapshot>,
+    published: Instant,
+    sidecar_services: Memo<ServiceKey, ServiceResources>,
+    grpc_services: Memo<ServiceKey, ServiceResources>,
+    outbound: Memo<Arc<str>, [Arc<ResourceSet>; 2]>,
+    grpc_scopes: Memo<Arc<str>, [Arc<ResourceSet>; 4]>,
+    listeners: Memo<(Arc<str>, ListenSettings), ResourceSet>,
+    routes: Memo<(Arc<str>, Arc<str>), ResourceSet>,
+    instances: OnceLock<inbound::Index>,
+}
+
+/// The resources of one type a proxy may receive: shared layers plus, for some types, a layer
+/// of its own. Names never repeat across layers.
+#[derive(Clone, Debug, Default)]
+pub struct Resources {
+    layers: Vec<Arc<ResourceSet>>,
+}
+
+/// What one service contributes, per type, for one kind of proxy.
+#[derive(Debug, Default)]
+pub(crate) struct ServiceResources {
+    pub(crate) clusters: Vec<Arc<Resource>>,
+    pub(crate) endpoints: Vec<Arc<Resource>>,
+    pub(crate) listeners: Vec<Arc<Resource>>,
+    pub(crate) routes: Vec<Arc<Resource>>,
+}
+
+impl XdsSnapshot {
+    /// Wraps a model snapshot; nothing is generated until a proxy asks.
+    pub fn new(model: Arc<Snapshot>) -> Self {
+        Self {
+            model,
+            published: Instant::now(),
+            sidecar_services: Memo::default(),
+            grpc_services: Memo::default(),
+            outbound: Memo::default(),
+            grpc_scopes: Memo::default(),
+            listeners: Memo::default(),
+            routes: Memo::default(),
+            instances: OnceLock::new(),
+        }
+    }
+
+    /// The model snapshot.
+    pub fn model(&self) -> &Arc<Snapshot> {
+        &self.model
+    }
+
+    /// When this snapshot reached the xDS server.
+    pub fn published(&self) -> Instant {
+        self.published
+    }
+
+    /// Every resource of `type_url` that `proxy` may receive. `requested` are the names it
+    /// subscribed to: proxyless gRPC clients may ask for a service by a short name, which is
+    /// generated on demand.
+    pub fn resources(
+        &self,
+        proxy: &Proxy,
+        type_url: TypeUrl,
+        requested: &BTreeSet<Arc<str>>,
+    ) -> Resources {
+        match proxy.kind {
+            ProxyKind::Grpc => self.grpc(proxy, type_url, requested),
+            ProxyKind::Sidecar | ProxyKind::Router => self.sidecar(proxy, type_url),
+        }
+    }
+
+    fn sidecar(&self, proxy: &Proxy, type_url: TypeUrl) -> Resources {
+        let ns = &proxy.namespace;
+        let outbound = || {
+            self.outbound.get(ns.clone(), || {
+                let visible = self.model.visible(ns);
+                let mut clusters = cluster::catch_all();
+                let mut endpoints = ResourceSet::new();
+                for svc in visible {
+                    let r = self
+                        .sidecar_services
+                        .get(svc.service.key(), || service_resources(svc));
+                    clusters.extend(r.clusters.iter().map(|c| (c.name.clone(), c.clone())));
+                    endpoints.extend(r.endpoints.iter().map(|e| (e.name.clone(), e.clone())));
+                }
+                [Arc::new(clusters), Arc::new(endpoints)]
+            })
+        };
+        // Gateways get their listeners from Gateway resources, which come with traffic
+        // configuration; until then they receive clusters and endpoints only.
+        let is_sidecar = proxy.kind == ProxyKind::Sidecar;
+        let layers = match type_url {
+            TypeUrl::Cluster if is_sidecar => vec![
+                outbound()[0].clone(),
+                Arc::new(inbound::clusters(self.instances(), proxy)),
+            ],
+            TypeUrl::Cluster => vec![outbound()[0].clone()],
+            TypeUrl::Endpoint => vec![outbound()[1].clone()],
+            TypeUrl::Listener if is_sidecar => {
+                let shared = self.listeners.get((ns.clone(), proxy.listen.clone()), || {
+                    listener::outbound(&self.model.visible(ns), &proxy.listen)
+                });
+                vec![shared, Arc::new(inbound::listener(self.instances(), proxy))]
+            }
+            TypeUrl::Route if is_sidecar => {
+                vec![self.routes.get((ns.clone(), proxy.dns_domain.clone()), || {
+                    route::outbound(&self.model.visible(ns), &proxy.dns_domain)
+                })]
+            }
+            TypeUrl::Listener | TypeUrl::Route => vec![],
+        };
+        Resources { layers }
+    }
+
+    fn grpc(&self, proxy: &Proxy, type_url: TypeUrl, requested: &BTreeSet<Arc<str>>) -> Resources {
+        let ns = &proxy.namespace;
+        let scope = self.grpc_scopes.get(ns.clone(), || {
+            let mut sets: [ResourceSet; 4] = Default::default();
+            for svc in self.model.visible(ns) {
+                let r = self
+                    .grpc_services
+                    .get(svc.service.key(), || grpc::service_resources(svc));
+                for (set, list) in
+                    sets.iter_mut()
+                        .zip([&r.clusters, &r.endpoints, &r.listeners, &r.routes])
+                {
+                    set.extend(list.iter().map(|x| (x.name.clone(), x.clone())));
+                }
+            }
+            sets.map(Arc::new)
+        });
+        let index = TypeUrl::PUSH_ORDER
+            .iter()
+            .position(|t| *t == type_url)
+            .unwrap_or_default();
+        let mut layers = vec![scope[index].clone()];
+        if matches!(type_url, TypeUrl::Listener | TypeUrl::Route) {
+            let aliases = grpc::aliases(
+                &self.model.visible(ns),
+                proxy,
+                type_url,
+                requested,
+                &scope[index],
+            );
+            if !aliases.is_empty() {
+                layers.push(Arc::new(aliases));
+            }
+        }
+        Resources { layers }
+    }
+
+    fn instances(&self) -> &inbound::Index {
+        self.instances
+            .get_or_init(|| inbound::Index::build(&self.model))
+    }
+}
+
+fn service_resources(svc: &MergedService) -> ServiceResources {
+    let mut out = ServiceResources::default();
+    for port in svc
+        .service
+        .ports
+        .iter()
+        .filter(|p| cluster::is_proxied(p.protocol))
+    {
+        let (c, cla) = cluster::outbound(svc, port);
+        out.clusters.push(Arc::new(c));
+        out.endpoints.extend(cla.map(Arc::new));
+    }
+    out
+}
+
+impl Resources {
+    /// The resource with this name, if the proxy may receive it.
+    pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
+        self.layers.iter().find_map(|l| l.get(name))
+    }
+
+    /// Every resource, layer by layer, each layer in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Resource>> {
+        self.layers.iter().flat_map(|l| l.values())
+    }
+
+    /// How many resources there are.
+    pub fn len(&self) -> usize {
+        self.layers.iter().map(|l| l.len()).sum()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A map whose values are computed once, on first use, outside the map's lock: concurrent
+/// callers for the same key wait for the one computation; other keys proceed.
+struct Memo<K, V> {
+    map: Mutex<HashMap<K, Arc<OnceLock<Arc<V>>>>>,
+}
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Eq + Hash, V> Memo<K, V> {
+    fn get(&self, key: K, init: impl FnOnce() -> V) -> Arc<V> {
+        let cell = {
+            // A panic while holding this lock cannot leave the map inconsistent (it only
+            // inserts empty cells), so a poisoned lock is safe to use.
+            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(key).or_default().clone()
+        };
+        cell.get_or_init(|| Arc::new(init())).clone()
+    }
+}

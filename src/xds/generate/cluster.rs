@@ -1,0 +1,149 @@
+//! Clusters for Envoy proxies: one per service port, plus Istio's catch-all clusters.
+
+use wayfinder_registry::{Port, Protocol, Resolution};
+
+use super::endpoint;
+use super::proto::{ads, any, seconds, u32_value};
+use crate::snapshot::MergedService;
+use crate::xds::names;
+use crate::xds::pb::cluster::{
+    CircuitBreakers, Cluster, circuit_breakers::Thresholds, cluster::ClusterDiscoveryType,
+    cluster::DiscoveryType, cluster::DnsLookupFamily, cluster::EdsClusterConfig, cluster::LbPolicy,
+};
+use crate::xds::pb::endpoint::ClusterLoadAssignment;
+use crate::xds::pb::upstream_http::{HttpProtocolOptions, http_protocol_options};
+use crate::xds::resource::{Resource, ResourceSet, insert};
+
+/// Istio's default `MeshConfig.connectTimeout`.
+const CONNECT_TIMEOUT_SECONDS: i64 = 10;
+/// The key Envoy looks up upstream HTTP options under.
+const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+/// True for the protocols a sidecar proxies (everything but UDP).
+pub(super) fn is_proxied(protocol: Protocol) -> bool {
+    protocol != Protocol::Udp
+}
+
+/// `BlackHoleCluster`, `PassthroughCluster` and `InboundPassthroughCluster`.
+pub(super) fn catch_all() -> ResourceSet {
+    let mut set = ResourceSet::new();
+    let blackhole = Cluster {
+        name: names::BLACKHOLE_CLUSTER.into(),
+        cluster_discovery_type: discovery(DiscoveryType::Static),
+        connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: names::BLACKHOLE_CLUSTER.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    insert(
+        &mut set,
+        Resource::encode(names::BLACKHOLE_CLUSTER, &blackhole),
+    );
+    for name in [
+        names::PASSTHROUGH_CLUSTER,
+        names::INBOUND_PASSTHROUGH_CLUSTER,
+    ] {
+        let passthrough = Cluster {
+            name: name.into(),
+            cluster_discovery_type: discovery(DiscoveryType::OriginalDst),
+            lb_policy: LbPolicy::ClusterProvided as i32,
+            connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+            circuit_breakers: Some(unlimited()),
+            ..Default::default()
+        };
+        insert(&mut set, Resource::encode(name, &passthrough));
+    }
+    set
+}
+
+/// The cluster `outbound|<port>||<host>` and, for EDS clusters, its load assignment.
+///
+/// The cluster type follows the service's resolution as in Istio: client-side → EDS, DNS →
+/// STRICT_DNS, DNS round robin → LOGICAL_DNS (one endpoint: Envoy allows no more), passthrough
+/// → ORIGINAL_DST. Load balancing is LEAST_REQUEST (Istio's default since 1.14), circuit
+/// breakers are unlimited (Envoy's default of 3 retries caused 503s in pod churn), HTTP/2 and
+/// gRPC ports talk HTTP/2 upstream.
+pub(super) fn outbound(svc: &MergedService, port: &Port) -> (Resource, Option<Resource>) {
+    let name = names::outbound_cluster(port.number, "", &svc.service.hostname);
+    let mut cluster = Cluster {
+        name: name.clone(),
+        connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+        lb_policy: LbPolicy::LeastRequest as i32,
+        circuit_breakers: Some(unlimited()),
+        ..Default::default()
+    };
+    if port.protocol.is_http2() {
+        let options = HttpProtocolOptions {
+            upstream_protocol_options: Some(http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                        Default::default(),
+                    )),
+                },
+            )),
+            ..Default::default()
+        };
+        cluster
+            .typed_extension_protocol_options
+            .insert(HTTP_PROTOCOL_OPTIONS.into(), any(&options));
+    }
+    let mut cla = None;
+    match svc.service.resolution {
+        Resolution::ClientSideLb => {
+            cluster.cluster_discovery_type = discovery(DiscoveryType::Eds);
+            cluster.eds_cluster_config = Some(EdsClusterConfig {
+                eds_config: ads(),
+                service_name: name.clone(),
+            });
+            let assignment =
+                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All);
+            cla = Some(Resource::encode(name.as_str(), &assignment));
+        }
+        Resolution::Dns | Resolution::DnsRoundRobin => {
+            let mut assignment =
+                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All);
+            // LOGICAL_DNS takes exactly one host; with none, Envoy would reject the cluster.
+            let logical = svc.service.resolution == Resolution::DnsRoundRobin
+                && !assignment.endpoints.is_empty();
+            if logical {
+                endpoint::keep_first(&mut assignment);
+            }
+            let kind = if logical {
+                DiscoveryType::LogicalDns
+            } else {
+                DiscoveryType::StrictDns
+            };
+            cluster.cluster_discovery_type = discovery(kind);
+            cluster.dns_lookup_family = DnsLookupFamily::V4Preferred as i32;
+            cluster.load_assignment = Some(assignment);
+        }
+        Resolution::Passthrough => {
+            cluster.cluster_discovery_type = discovery(DiscoveryType::OriginalDst);
+            cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+        }
+    }
+    (Resource::encode(name, &cluster), cla)
+}
+
+pub(super) fn discovery(kind: DiscoveryType) -> Option<ClusterDiscoveryType> {
+    Some(ClusterDiscoveryType::Type(kind as i32))
+}
+
+/// Istio's default circuit breakers: every limit at its maximum, with remaining capacity
+/// tracked in stats.
+fn unlimited() -> CircuitBreakers {
+    let max = u32_value(u32::MAX);
+    CircuitBreakers {
+        thresholds: vec![Thresholds {
+            max_connections: max,
+            max_pending_requests: max,
+            max_requests: max,
+            max_retries: max,
+            track_remaining: true,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}

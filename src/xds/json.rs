@@ -1,0 +1,85 @@
+//! Proto3 JSON for encoded resources, as Envoy's own config dump prints them.
+//!
+//! envoy-types has no JSON support, so the message descriptors are compiled from the vendored
+//! .proto files by `build.rs` and resources are printed through `prost-reflect`. Used by
+//! `/debug/config_dump` and the golden tests.
+
+use std::sync::OnceLock;
+
+use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
+use serde_json::{Value, json};
+
+use crate::xds::pb::protobuf::Any;
+
+static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
+
+fn pool() -> Result<&'static DescriptorPool, String> {
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Prints an `Any` as JSON with an `@type` field and proto field names. A message whose type is
+/// not among the vendored descriptors prints as `{"@type": ..., "error": ...}` rather than
+/// failing: this is a debugging aid.
+pub fn any_to_json(any: &Any) -> Value {
+    match render(any) {
+        Ok(value) => value,
+        Err(error) => json!({ "@type": any.type_url, "error": error }),
+    }
+}
+
+fn render(any: &Any) -> Result<Value, String> {
+    let pool = pool()?;
+    let name = any.type_url.rsplit('/').next().unwrap_or_default();
+    let descriptor = pool
+        .get_message_by_name(name)
+        .ok_or_else(|| format!("no descriptor for {name}; see scripts/vendor-envoy-protos"))?;
+    let message =
+        DynamicMessage::decode(descriptor, any.value.as_slice()).map_err(|e| e.to_string())?;
+    let options = SerializeOptions::new()
+        .use_proto_field_name(true)
+        .stringify_64_bit_integers(false);
+    let mut value = message
+        .serialize_with_options(serde_json::value::Serializer, &options)
+        .map_err(|e| e.to_string())?;
+    if let Value::Object(map) = &mut value {
+        map.insert("@type".into(), Value::String(any.type_url.clone()));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xds::pb::cluster::Cluster;
+    use crate::xds::resource::Resource;
+
+    #[test]
+    fn prints_resources_with_their_type_and_nested_anys() {
+        let r = Resource::encode(
+            "x",
+            &Cluster {
+                name: "x".into(),
+                ..Default::default()
+            },
+        );
+        let v = any_to_json(&r.any);
+        assert_eq!(v["name"], "x");
+        assert_eq!(
+            v["@type"],
+            "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+        );
+        let unknown = Any {
+            type_url: "type.googleapis.com/foo.Bar".into(),
+            value: vec![],
+        };
+        assert!(
+            any_to_json(&unknown)["error"]
+                .as_str()
+                .unwrap()
+                .contains("foo.Bar")
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! Envoy's API types, from the `envoy-types` crate.
+//!
+//! Everything else in wayfinder reaches Envoy's generated types through this module, so that
+//! swapping the crate that provides them touches one file.
+
+pub use envoy_types::pb::envoy::config::cluster::v3 as cluster;
+pub use envoy_types::pb::envoy::config::core::v3 as core;
+pub use envoy_types::pb::envoy::config::endpoint::v3 as endpoint;
+pub use envoy_types::pb::envoy::config::listener::v3 as listener;
+pub use envoy_types::pb::envoy::config::route::v3 as route;
+pub use envoy_types::pb::envoy::extensions::filters::http::router::v3 as router;
+pub use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3 as original_dst;
+pub use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
+pub use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp_proxy;
+pub use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3 as previous_hosts;
+pub use envoy_types::pb::envoy::extensions::upstreams::http::v3 as upstream_http;
+pub use envoy_types::pb::envoy::service::discovery::v3 as discovery;
+pub use envoy_types::pb::google::protobuf;
+pub use envoy_types::pb::google::rpc;

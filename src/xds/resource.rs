@@ -1,0 +1,112 @@
+//! Encoded resources: each generated once per snapshot and shared by every proxy.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use prost::{Message, Name};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::xds::pb::protobuf::Any;
+
+/// A content version: a 64-bit hash of encoded bytes, printed as 16 hex digits.
+///
+/// Because it depends only on content, two servers (or one server after a restart) give the
+/// same version to the same content and never the same version to different content (short of
+/// a hash collision), as the xDS protocol asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version(pub u64);
+
+impl Version {
+    /// The version of one encoded resource.
+    pub fn of_bytes(bytes: &[u8]) -> Self {
+        Self(xxhash_rust::xxh3::xxh3_64(bytes))
+    }
+
+    /// The version of a set of resources: a hash over their names and versions in name order.
+    pub fn of_set<'a>(resources: impl IntoIterator<Item = &'a Resource>) -> Self {
+        let mut hasher = Xxh3::new();
+        for r in resources {
+            hasher.update(r.name.as_bytes());
+            hasher.update(&[0]);
+            hasher.update(&r.version.0.to_le_bytes());
+        }
+        Self(hasher.digest())
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// One xDS resource, encoded: its name, its content version and the `Any` that carries it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resource {
+    /// Resource name (a cluster, listener or route configuration name).
+    pub name: Arc<str>,
+    /// Hash of the encoded bytes.
+    pub version: Version,
+    /// The encoded message with its type URL.
+    pub any: Any,
+}
+
+impl Resource {
+    /// Encodes a message. The only place wayfinder serializes a resource.
+    pub fn encode<M: Message + Name>(name: impl Into<Arc<str>>, message: &M) -> Self {
+        let value = message.encode_to_vec();
+        Self {
+            name: name.into(),
+            version: Version::of_bytes(&value),
+            any: Any {
+                type_url: M::type_url(),
+                value,
+            },
+        }
+    }
+}
+
+/// The resources of one type a proxy may receive, by name. A map, so a response can never
+/// carry one name twice.
+pub type ResourceSet = BTreeMap<Arc<str>, Arc<Resource>>;
+
+/// Adds an encoded resource to a set.
+pub(crate) fn insert(set: &mut ResourceSet, resource: Resource) {
+    set.insert(resource.name.clone(), Arc::new(resource));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xds::pb::cluster::Cluster;
+
+    #[test]
+    fn equal_content_gets_equal_versions() {
+        let a = Resource::encode(
+            "a",
+            &Cluster {
+                name: "a".into(),
+                ..Default::default()
+            },
+        );
+        let b = Resource::encode(
+            "a",
+            &Cluster {
+                name: "a".into(),
+                ..Default::default()
+            },
+        );
+        let c = Resource::encode(
+            "c",
+            &Cluster {
+                name: "c".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!(a.version, b.version);
+        assert_ne!(a.version, c.version);
+        assert_eq!(a.version.to_string().len(), 16);
+        assert_ne!(Version::of_set([&a]), Version::of_set([&a, &c]));
+    }
+}
