@@ -1,5 +1,6 @@
 //! The `wayfinder` binary: parses the command line and runs a subcommand.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -91,7 +92,8 @@ fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
     .with_context(|| format!("invalid --log-level {:?}", log.level))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match log.format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),

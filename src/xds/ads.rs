@@ -94,8 +94,11 @@ impl AdsServer {
         domain: &str,
         shutdown: CancellationToken,
     ) -> Self {
-        let current = ArcSwap::from_pointee(XdsSnapshot::new(aggregate.snapshot()));
-        let (tx, versions) = watch::channel(aggregate.snapshot().version);
+        // Subscribe before loading, so a snapshot published in between still wakes `follow`.
+        let model_versions = aggregate.versions();
+        let model = aggregate.snapshot();
+        let (tx, versions) = watch::channel(model.version);
+        let current = ArcSwap::from_pointee(XdsSnapshot::new(model));
         let inner = Arc::new(Inner {
             aggregate: aggregate.clone(),
             metrics,
@@ -106,7 +109,13 @@ impl AdsServer {
             connections: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
         });
-        tokio::spawn(follow(aggregate, Arc::downgrade(&inner), tx, shutdown));
+        tokio::spawn(follow(
+            aggregate,
+            model_versions,
+            Arc::downgrade(&inner),
+            tx,
+            shutdown,
+        ));
         Self { inner }
     }
 
@@ -325,11 +334,11 @@ impl Drop for Registration<'_> {
 /// Wraps each newly published model snapshot for the streams and wakes them.
 async fn follow(
     aggregate: AggregateHandle,
+    mut versions: watch::Receiver<u64>,
     inner: std::sync::Weak<Inner>,
     tx: watch::Sender<u64>,
     shutdown: CancellationToken,
 ) {
-    let mut versions = aggregate.versions();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,

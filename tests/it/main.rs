@@ -1,1 +1,23 @@
-fn main() {}
+//! Black-box tests of wayfinder, in one binary because each test binary links the large
+//! Envoy types crate.
+//!
+//! - `ads_sotw`: every state-of-the-world rule, with a raw ADS client against an in-process
+//!   server fed by a memory registry.
+//! - `golden`: generated configuration per generator, compared with readable JSON files under
+//!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
+//! - `cli`: the binary's commands, flags, debug pages and refusals.
+//! - `envoy`, `grpc`: real Envoy 1.40 and Python grpcio clients against the binary (they need
+//!   `scripts/install-test-tools`; see `tools`).
+//! - `bad_input`: malformed files and failing registries against the binary.
+
+// A failed unwrap in a test is a test failure with its message and backtrace: what we want.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod ads_sotw;
+mod bad_input;
+mod cli;
+mod envoy;
+mod golden;
+mod grpc;
+mod support;
+mod tools;

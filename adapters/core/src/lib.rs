@@ -6,7 +6,7 @@
 //! registry is mapped to. Adapters never see the aggregate, the snapshot or xDS: this crate
 //! is the whole of what they depend on.
 //!
-//! With the `testkit` feature, [`testkit`] holds the conformance suite every adapter's tests
+//! With the `testkit` feature, the `testkit` module holds the conformance suite every adapter's tests
 //! run against their own registry.
 
 mod endpoint;

@@ -109,6 +109,18 @@ impl MemoryHandle {
         inner.send(Ok(Event::Upsert(registration))).await;
     }
 
+    /// Replaces everything the registry holds in one step: the consumer sees one `Reset`, so
+    /// several services change in the same snapshot.
+    pub async fn replace_all(&self, registrations: Vec<Registration>) {
+        let mut inner = self.inner.lock().await;
+        inner.services = registrations
+            .into_iter()
+            .map(|r| (r.key(), r.normalized()))
+            .collect();
+        let all = inner.services.values().cloned().collect();
+        inner.send(Ok(Event::Reset(all))).await;
+    }
+
     /// Adds or replaces a service definition, keeping the endpoints it already has.
     pub async fn upsert_service(&self, service: Service) {
         let endpoints = {

@@ -87,7 +87,7 @@ struct TypeState {
     sent: HashMap<Arc<str>, Version>,
 }
 
-/// A copy of a [`TypeState`] for debug pages, without the per-resource bookkeeping.
+/// A copy of a type's protocol state for debug pages, without the per-resource bookkeeping.
 #[derive(Clone, Debug, Serialize)]
 pub struct TypeStatus {
     /// What the client subscribed to.
@@ -202,6 +202,10 @@ impl StreamState {
         state
             .subscription
             .update(&req.resource_names, always_wildcard);
+        // A client drops what it no longer subscribes to; forget that it had it, so that a
+        // later subscription gets it again and a full-state type is compared on what remains.
+        let subscription = &state.subscription;
+        state.sent.retain(|name, _| subscription.wants(name));
         let mode = if first {
             Mode::Initial
         } else {

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use wayfinder_registry::Protocol;
 
 use super::cluster::discovery;
-use super::listener::{network_filter, router_filter, tcp_proxy};
+use super::listener::{blackhole_chain, network_filter, router_filter, tcp_proxy};
 use super::proto::{any, seconds, socket_address, u32_value};
 use crate::snapshot::Snapshot;
 use crate::xds::names;
@@ -101,15 +101,10 @@ pub(super) fn clusters(index: &Index, proxy: &Proxy) -> ResourceSet {
 /// itself dropped, and anything else passed through.
 pub(super) fn listener(index: &Index, proxy: &Proxy) -> ResourceSet {
     let listen = &proxy.listen;
-    let mut chains = vec![FilterChain {
-        name: "virtualInbound-blackhole".into(),
-        filter_chain_match: Some(port_match(listen.inbound_port)),
-        filters: vec![tcp_proxy(
-            names::BLACKHOLE_CLUSTER,
-            names::BLACKHOLE_CLUSTER,
-        )],
-        ..Default::default()
-    }];
+    let mut chains: Vec<FilterChain> =
+        blackhole_chain("virtualInbound-blackhole", listen.inbound_port)
+            .into_iter()
+            .collect();
     for (port, protocol) in index.ports(proxy) {
         let cluster = names::inbound_cluster(port);
         let filter = if protocol.is_http() {

@@ -118,31 +118,37 @@ fn virtual_outbound(listen: &ListenSettings) -> Resource {
         address: socket_address(&listen.address, listen.outbound_port),
         use_original_dst: bool_value(true),
         traffic_direction: TrafficDirection::Outbound as i32,
-        filter_chains: vec![
-            FilterChain {
-                name: "virtualOutbound-blackhole".into(),
-                filter_chain_match: Some(FilterChainMatch {
-                    destination_port: u32_value(u32::from(listen.outbound_port)),
-                    ..Default::default()
-                }),
-                filters: vec![tcp_proxy(
-                    names::BLACKHOLE_CLUSTER,
-                    names::BLACKHOLE_CLUSTER,
-                )],
-                ..Default::default()
-            },
-            FilterChain {
+        filter_chains: blackhole_chain("virtualOutbound-blackhole", listen.outbound_port)
+            .into_iter()
+            .chain([FilterChain {
                 name: "virtualOutbound-catchall-tcp".into(),
                 filters: vec![tcp_proxy(
                     names::PASSTHROUGH_CLUSTER,
                     names::PASSTHROUGH_CLUSTER,
                 )],
                 ..Default::default()
-            },
-        ],
+            }])
+            .collect(),
         ..Default::default()
     };
     Resource::encode(names::VIRTUAL_OUTBOUND, &listener)
+}
+
+/// A chain dropping connections whose original destination is the capture port itself, which
+/// would loop. None for port 0 (an ephemeral port in tests), which no destination can match.
+pub(super) fn blackhole_chain(name: &str, port: u16) -> Option<FilterChain> {
+    (port != 0).then(|| FilterChain {
+        name: name.into(),
+        filter_chain_match: Some(FilterChainMatch {
+            destination_port: u32_value(u32::from(port)),
+            ..Default::default()
+        }),
+        filters: vec![tcp_proxy(
+            names::BLACKHOLE_CLUSTER,
+            names::BLACKHOLE_CLUSTER,
+        )],
+        ..Default::default()
+    })
 }
 
 /// An HTTP connection manager fetching route configuration `"<port>"` over ADS.

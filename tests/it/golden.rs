@@ -1,0 +1,154 @@
+//! Generated configuration, per generator, against readable JSON under `tests/it/golden/`.
+//!
+//! The mesh (`support::fixtures::mesh`) exercises every path of the generators. When a change
+//! to the generators is intended, re-bless with `WAYFINDER_BLESS=1 cargo test --test it golden`
+//! and review the diff of the JSON files like code.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use wayfinder::aggregate::snapshot_from;
+use wayfinder::xds::pb::core::Node;
+use wayfinder::xds::pb::protobuf::Struct;
+use wayfinder::xds::proxy::string_value;
+use wayfinder::xds::{Proxy, TypeUrl, XdsSnapshot, json};
+use wayfinder_registry::RegistryId;
+
+use crate::support::fixtures::mesh;
+
+fn snapshot() -> XdsSnapshot {
+    let model = snapshot_from(vec![(RegistryId::new("Mock"), mesh())]).expect("a valid mesh");
+    XdsSnapshot::new(Arc::new(model))
+}
+
+fn proxy(id: &str, meta: &[(&str, &str)]) -> Proxy {
+    let fields = meta
+        .iter()
+        .map(|(k, v)| (k.to_string(), string_value(v)))
+        .collect();
+    let node = Node {
+        id: id.into(),
+        metadata: Some(Struct { fields }),
+        ..Default::default()
+    };
+    Proxy::from_node(&node, "cluster.local").expect("a valid node")
+}
+
+fn render(snap: &XdsSnapshot, proxy: &Proxy, t: TypeUrl, names: &[&str]) -> Value {
+    let requested: BTreeSet<Arc<str>> = names.iter().map(|n| Arc::from(*n)).collect();
+    let all = snap.resources(proxy, t, &requested);
+    let list: Vec<Value> = if names.is_empty() {
+        all.iter().map(|r| json::any_to_json(&r.any)).collect()
+    } else {
+        names
+            .iter()
+            .filter_map(|n| all.get(n))
+            .map(|r| json::any_to_json(&r.any))
+            .collect()
+    };
+    Value::Array(list)
+}
+
+/// Compares with `golden/NAME.json`, or writes it under `WAYFINDER_BLESS=1`.
+fn check(name: &str, value: &Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/golden")
+        .join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(value).expect("serializable") + "\n";
+    if std::env::var("WAYFINDER_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, &text).expect("write the golden file");
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with WAYFINDER_BLESS=1 to create it",
+            path.display()
+        )
+    });
+    if want != text {
+        let line = want
+            .lines()
+            .zip(text.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        panic!(
+            "{} differs from the generated config at line {}:\n  golden:    {}\n  generated: {}\n\
+             If the change is intended, run with WAYFINDER_BLESS=1 and review the diff.",
+            path.display(),
+            line + 1,
+            want.lines().nth(line).unwrap_or("<end>"),
+            text.lines().nth(line).unwrap_or("<end>"),
+        );
+    }
+}
+
+/// A sidecar of reviews v1 (10.1.0.1) in `default`, with capture listeners on loopback.
+fn reviews_sidecar() -> Proxy {
+    proxy(
+        "sidecar~10.1.0.1~reviews-v1-7f9.default~default.svc.cluster.local",
+        &[("WAYFINDER_LISTEN_ADDRESS", "127.0.0.1")],
+    )
+}
+
+#[test]
+fn sidecar_clusters() {
+    check(
+        "sidecar_cds",
+        &render(&snapshot(), &reviews_sidecar(), TypeUrl::Cluster, &[]),
+    );
+}
+
+#[test]
+fn sidecar_endpoints() {
+    check(
+        "sidecar_eds",
+        &render(&snapshot(), &reviews_sidecar(), TypeUrl::Endpoint, &[]),
+    );
+}
+
+#[test]
+fn sidecar_listeners() {
+    check(
+        "sidecar_lds",
+        &render(&snapshot(), &reviews_sidecar(), TypeUrl::Listener, &[]),
+    );
+}
+
+#[test]
+fn sidecar_routes() {
+    check(
+        "sidecar_rds",
+        &render(&snapshot(), &reviews_sidecar(), TypeUrl::Route, &[]),
+    );
+}
+
+#[test]
+fn sidecar_routes_from_another_namespace() {
+    // From `prod`: short names relative to prod, and prod's private service is visible.
+    let p = proxy("sidecar~10.2.0.9~web.prod~prod.svc.cluster.local", &[]);
+    check(
+        "sidecar_rds_prod",
+        &render(&snapshot(), &p, TypeUrl::Route, &[]),
+    );
+}
+
+#[test]
+fn proxyless_grpc() {
+    let p = proxy(
+        "grpc-client-1",
+        &[("GENERATOR", "grpc"), ("NAMESPACE", "default")],
+    );
+    let snap = snapshot();
+    let listener = "echo.default.svc.cluster.local:7070";
+    let short = "echo:7070";
+    let cluster = "outbound|7070||echo.default.svc.cluster.local";
+    let out = serde_json::json!({
+        "listeners": render(&snap, &p, TypeUrl::Listener, &[listener, short]),
+        "routes": render(&snap, &p, TypeUrl::Route, &[listener, short]),
+        "clusters": render(&snap, &p, TypeUrl::Cluster, &[cluster]),
+        "endpoints": render(&snap, &p, TypeUrl::Endpoint, &[cluster, "outbound|9080||reviews.default.svc.cluster.local"]),
+    });
+    check("grpc", &out);
+}

@@ -1,0 +1,177 @@
+//! A real proxyless gRPC client (Python grpcio) resolving a service through wayfinder.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::support::DEADLINE;
+use crate::support::binary::Wayfinder;
+use crate::support::fixtures::{service_entry, write};
+use crate::tools::{Tools, tools};
+
+/// A child process driven over stdin/stdout, killed by pid when dropped.
+struct Driven {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl Drop for Driven {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Driven {
+    fn spawn(tools: &Tools, script: std::path::PathBuf, args: &[&str]) -> Self {
+        let mut child = Command::new(&tools.python)
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start a python test client");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    async fn line(&mut self) -> Value {
+        let line = tokio::time::timeout(DEADLINE, self.stdout.next_line())
+            .await
+            .expect("an answer within the deadline")
+            .expect("readable stdout")
+            .expect("the client is still running");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+}
+
+/// A backend answering `Whoami` with its name.
+async fn backend(tools: &Tools, name: &str) -> (Driven, u16) {
+    let mut b = Driven::spawn(tools, tools.grpc_backend(), &["--name", name]);
+    let port = b.line().await["port"].as_u64().expect("the backend's port");
+    (b, u16::try_from(port).unwrap())
+}
+
+/// Makes `n` calls; returns answers per backend name, and errors per status code.
+async fn call(client: &mut Driven, n: u32) -> (BTreeMap<String, u64>, Value) {
+    client
+        .stdin
+        .write_all(format!("call {n} 5\n").as_bytes())
+        .await
+        .unwrap();
+    let answer = client.line().await;
+    let ok = answer["ok"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    (ok, answer)
+}
+
+/// Makes batches of `n` calls until one satisfies `done`.
+async fn until(
+    client: &mut Driven,
+    what: &str,
+    n: u32,
+    done: impl Fn(&BTreeMap<String, u64>) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let (ok, answer) = call(client, n).await;
+        if done(&ok) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}; last answer {answer}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn grpc_client_follows_endpoints_in_a_service_entry_file() {
+    let Some(tools) = tools() else { return };
+    let (_a, port_a) = backend(&tools, "a").await;
+    let (_b, port_b) = backend(&tools, "b").await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = "echo.default.svc.cluster.local";
+    let entry = |ports: &[u16]| service_entry("echo", host, ("grpc", 7070, "GRPC"), ports);
+    write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
+    let w = Wayfinder::start(&[
+        "--registries",
+        "File",
+        "--file-registry",
+        dir.path().to_str().unwrap(),
+        "--debounce-after",
+        "10ms",
+    ])
+    .await;
+    let xds = w.grpc.to_string();
+    let target = format!("xds:///{host}:7070");
+    let mut client = Driven::spawn(
+        &tools,
+        tools.grpc_client(),
+        &[
+            "--target",
+            &target,
+            "--xds-server",
+            &xds,
+            "--node-id",
+            "grpc-python-1",
+        ],
+    );
+
+    let (ok, answer) = call(&mut client, 20).await;
+    assert_eq!(
+        ok.values().sum::<u64>(),
+        20,
+        "every call answered: {answer}"
+    );
+    assert!(
+        ok.get("a").copied().unwrap_or(0) > 0 && ok.get("b").copied().unwrap_or(0) > 0,
+        "both backends reached: {answer}"
+    );
+
+    // Remove b: once the client has the change, every call goes to a.
+    write(dir.path(), "echo.yaml", &entry(&[port_a]));
+    until(&mut client, "calls to stop reaching b", 4, |ok| {
+        ok.get("a") == Some(&4)
+    })
+    .await;
+    let (ok, answer) = call(&mut client, 20).await;
+    assert_eq!(ok, BTreeMap::from([("a".to_string(), 20)]), "{answer}");
+
+    // Add it back: both again.
+    write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
+    until(&mut client, "calls to reach b again", 10, |ok| {
+        ok.contains_key("b")
+    })
+    .await;
+    let (ok, answer) = call(&mut client, 20).await;
+    assert!(
+        ok.get("a").copied().unwrap_or(0) > 0 && ok.get("b").copied().unwrap_or(0) > 0,
+        "{answer}"
+    );
+    assert_eq!(ok.values().sum::<u64>(), 20, "{answer}");
+
+    let syncz = w.json("/debug/syncz").await;
+    assert_eq!(syncz[0]["proxy_type"], "grpc");
+    let types = syncz[0]["types"].as_object().unwrap();
+    assert_eq!(types.len(), 4, "{syncz}");
+    assert!(types.values().all(|t| t["last_nack"].is_null()), "{syncz}");
+    client.stdin.write_all(b"quit\n").await.unwrap();
+}

@@ -1,0 +1,189 @@
+//! The `wayfinder` binary as a child process on loopback ports it chooses.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+
+use super::{DEADLINE, eventually};
+
+/// A running `wayfinder discovery`. Killed (by pid) when dropped.
+pub(crate) struct Wayfinder {
+    child: Child,
+    pub(crate) grpc: SocketAddr,
+    pub(crate) http: SocketAddr,
+    pub(crate) monitoring: SocketAddr,
+    logs: Arc<Mutex<Vec<Value>>>,
+    logged: Arc<Notify>,
+}
+
+impl Drop for Wayfinder {
+    fn drop(&mut self) {
+        // Child::start_kill signals the child's own pid.
+        let _ = self.child.start_kill();
+    }
+}
+
+/// The path of the binary under test.
+pub(crate) fn path() -> &'static str {
+    env!("CARGO_BIN_EXE_wayfinder")
+}
+
+impl Wayfinder {
+    /// Starts `wayfinder discovery ARGS` on loopback port 0 with JSON logs, and waits until it
+    /// logged the three addresses it bound.
+    pub(crate) async fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(path())
+            .arg("discovery")
+            .args([
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+                "--monitoring-addr",
+                "127.0.0.1:0",
+            ])
+            .args([
+                "--log-format",
+                "json",
+                "--log-level",
+                "info,wayfinder=debug",
+            ])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the wayfinder binary");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let logged = Arc::new(Notify::new());
+        let (sink, notify) = (logs.clone(), logged.clone());
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                sink.lock().unwrap().push(value);
+                notify.notify_waiters();
+            }
+        });
+        let mut w = Self {
+            child,
+            grpc: unspecified(),
+            http: unspecified(),
+            monitoring: unspecified(),
+            logs,
+            logged,
+        };
+        w.grpc = w.bound("grpc").await;
+        w.http = w.bound("http").await;
+        w.monitoring = w.bound("monitoring").await;
+        w
+    }
+
+    async fn bound(&self, listener: &str) -> SocketAddr {
+        let line = self
+            .wait_log(&format!("the {listener} listening line"), |l| {
+                l["message"] == "listening" && l["listener"] == listener
+            })
+            .await;
+        line["address"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .expect("a socket address in the listening line")
+    }
+
+    /// Waits for a log line matching `pred` (logged at any time since start).
+    pub(crate) async fn wait_log(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let notified = self.logged.notified();
+            if let Some(line) = self.logs.lock().unwrap().iter().find(|l| pred(l)).cloned() {
+                return line;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let logs = self.logs.lock().unwrap();
+                let tail: Vec<String> = logs.iter().rev().take(20).map(|l| l.to_string()).collect();
+                panic!(
+                    "no log line for {what} within {DEADLINE:?}; last lines:\n{}",
+                    tail.join("\n")
+                );
+            }
+        }
+    }
+
+    /// GETs a debug path; returns the status and body.
+    pub(crate) async fn get(&self, path: &str) -> (u16, String) {
+        get(self.http, path).await
+    }
+
+    /// GETs a debug path that answers JSON with 200.
+    pub(crate) async fn json(&self, path: &str) -> Value {
+        let (status, body) = self.get(path).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {body}"))
+    }
+
+    /// Waits until the server answers `/ready` with 200.
+    pub(crate) async fn ready(&self) {
+        eventually("/ready to answer 200", || async {
+            (self.get("/ready").await.0 == 200).then_some(())
+        })
+        .await;
+    }
+
+    /// The File registry's status from `/debug/registryz`.
+    pub(crate) async fn registry_status(&self, name: &str) -> Value {
+        let z = self.json("/debug/registryz").await;
+        z["registries"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["status"]["registry"] == name))
+            .map(|r| r["status"].clone())
+            .unwrap_or_else(|| panic!("no registry {name} in {z}"))
+    }
+
+    /// Endpoint addresses (`ip:port` of the first port) of a service from `/debug/endpointz`.
+    pub(crate) async fn endpoints(&self, host: &str) -> Vec<String> {
+        let z = self.json(&format!("/debug/endpointz?svc={host}")).await;
+        let Some(svc) = z.as_array().and_then(|a| a.first()) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = svc["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let port = e["ports"]
+                    .as_object()
+                    .and_then(|p| p.values().next())
+                    .cloned()
+                    .unwrap_or_default();
+                format!(
+                    "{}:{port}",
+                    e["endpoint"]["address"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// GETs `http://addr/path`.
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let url = format!("http://{addr}{path}");
+    let response = reqwest::get(&url)
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+fn unspecified() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 0))
+}
