@@ -279,10 +279,11 @@ impl Runner {
                 }
             }
             Input::Item(i, Err(err)) => {
-                self.model.stores[i].events += 1;
-                let id = self.model.stores[i].id.clone();
+                let store = &mut self.model.stores[i];
+                store.events += 1;
+                store.fail(err.clone());
+                let id = store.id.clone();
                 self.handlers.iter_mut().for_each(|h| h.on_error(&id, &err));
-                self.model.stores[i].fail(err);
             }
             Input::Ended(i, reason) => {
                 let store = &mut self.model.stores[i];

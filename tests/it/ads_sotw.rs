@@ -27,6 +27,22 @@ fn set(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// Subscribes to every type (clusters and listeners by wildcard, a's and b's endpoints, route
+/// `8080`) and acknowledges each answer.
+async fn subscribe_all(ads: &mut Ads) {
+    let (a, b) = (cluster("a"), cluster("b"));
+    for (t, ask) in [
+        (CDS, vec![]),
+        (EDS, vec![a.as_str(), b.as_str()]),
+        (LDS, vec![]),
+        (RDS, vec!["8080"]),
+    ] {
+        ads.subscribe(t, &ask).await;
+        let r = ads.recv_type(t).await;
+        ads.ack(&r, &ask).await;
+    }
+}
+
 const CATCH_ALL: [&str; 3] = [
     "BlackHoleCluster",
     "InboundPassthroughCluster",
@@ -286,18 +302,7 @@ async fn a_changed_cluster_gets_its_endpoints_again() {
 async fn an_endpoint_change_pushes_only_that_assignment() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
     let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
-    let eds_names = [cluster("a"), cluster("b")];
-    let eds_names: Vec<&str> = eds_names.iter().map(String::as_str).collect();
-    for (t, ask) in [
-        (CDS, vec![]),
-        (EDS, eds_names.clone()),
-        (LDS, vec![]),
-        (RDS, vec!["8080"]),
-    ] {
-        ads.subscribe(t, &ask).await;
-        let r = ads.recv_type(t).await;
-        ads.ack(&r, &ask).await;
-    }
+    subscribe_all(&mut ads).await;
     srv.registry
         .add_endpoint(&http("a", &[]).key(), Endpoint::new("10.0.0.3"))
         .await
@@ -324,18 +329,7 @@ async fn pushes_go_out_clusters_endpoints_listeners_routes() {
     let a = http("a", &["10.0.0.1"]);
     let srv = inproc::start(vec![a.clone(), http("b", &["10.0.0.2"])]).await;
     let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
-    let eds_names = [cluster("a"), cluster("b")];
-    let eds_names: Vec<&str> = eds_names.iter().map(String::as_str).collect();
-    for (t, ask) in [
-        (CDS, vec![]),
-        (EDS, eds_names.clone()),
-        (LDS, vec![]),
-        (RDS, vec!["8080"]),
-    ] {
-        ads.subscribe(t, &ask).await;
-        let r = ads.recv_type(t).await;
-        ads.ack(&r, &ask).await;
-    }
+    subscribe_all(&mut ads).await;
     // One change touching every type: a's cluster (gRPC now), endpoints and VIP (its route
     // domains), and a new TCP service with a VIP (a new listener).
     let mut changed = with_protocol(&a, Protocol::Grpc);

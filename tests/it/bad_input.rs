@@ -5,7 +5,6 @@ use wayfinder::xds::pb::endpoint::ClusterLoadAssignment;
 
 use crate::support::ads::{Ads, decode_all, names_of, sidecar};
 use crate::support::binary::Wayfinder;
-use crate::support::eventually;
 use crate::support::fixtures::{service_entry, write};
 
 const HOST: &str = "echo.default.svc.cluster.local";
@@ -45,15 +44,7 @@ fn endpoint_ports(r: &wayfinder::xds::pb::discovery::DiscoveryResponse) -> Vec<u
 async fn a_malformed_file_is_reported_with_its_place_and_the_last_good_state_stays() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "echo.yaml", &echo(&[9001]));
-    let w = Wayfinder::start(&[
-        "--registries",
-        "File",
-        "--file-registry",
-        dir.path().to_str().unwrap(),
-        "--debounce-after",
-        "10ms",
-    ])
-    .await;
+    let w = Wayfinder::with_files("", dir.path()).await;
     w.ready().await;
     let mut ads = Ads::connect(w.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(TypeUrl::Endpoint, &[CLUSTER]).await;
@@ -80,8 +71,7 @@ async fn a_malformed_file_is_reported_with_its_place_and_the_last_good_state_sta
         error.contains(&format!("line {bad_line}")),
         "the line of the bad port, {bad_line}: {error}"
     );
-    let status = w.registry_status("File").await;
-    assert_eq!(status["health"], "degraded", "{status}");
+    let status = w.wait_health("File", "degraded").await;
     assert!(
         status["last_error"]["error"]["origin"]
             .as_str()
@@ -113,24 +103,16 @@ async fn a_failing_registry_does_not_stop_the_others() {
     let dir = root.path().join("entries");
     std::fs::create_dir(&dir).unwrap();
     write(&dir, "echo.yaml", &echo(&[9001]));
-    let w = Wayfinder::start(&[
-        "--registries",
-        "Mock,File",
-        "--file-registry",
-        dir.to_str().unwrap(),
-        "--debounce-after",
-        "10ms",
-    ])
-    .await;
+    let w = Wayfinder::with_files("Mock,", &dir).await;
     w.ready().await;
     assert_eq!(w.endpoints(HOST).await, ["127.0.0.1:9001"]);
 
     std::fs::remove_dir_all(&dir).unwrap();
-    eventually("the File registry to report its directory gone", || async {
-        let status = w.registry_status("File").await;
-        (status["health"] == "degraded").then_some(status)
-    })
-    .await;
+    let status = w.wait_health("File", "degraded").await;
+    assert!(
+        status["last_error"]["error"]["kind"] == "unavailable",
+        "{status}"
+    );
     assert_eq!(w.registry_status("Mock").await["health"], "healthy");
     assert_eq!(w.get("/ready").await.0, 200);
     let mut ads = Ads::connect(w.grpc, sidecar("10.9.0.1", "default")).await;
@@ -154,16 +136,9 @@ async fn a_registry_broken_from_the_start_does_not_keep_the_server_from_serving(
         "bad.yaml",
         "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: x\n",
     );
-    let w = Wayfinder::start(&[
-        "--registries",
-        "Mock,File",
-        "--file-registry",
-        dir.path().to_str().unwrap(),
-    ])
-    .await;
+    let w = Wayfinder::with_files("Mock,", dir.path()).await;
     w.ready().await;
-    let status = w.registry_status("File").await;
-    assert_eq!(status["health"], "degraded", "{status}");
+    let status = w.wait_health("File", "degraded").await;
     assert!(
         status["last_error"]["error"]["origin"]
             .as_str()

@@ -142,16 +142,7 @@ async fn envoy_sidecar_accepts_everything_and_follows_the_registry() {
         )
     };
     write(dir.path(), "echo.yaml", &entry("HTTP", &[9001, 9002]));
-    let dir_arg = dir.path().to_str().unwrap();
-    let w = Wayfinder::start(&[
-        "--registries",
-        "File",
-        "--file-registry",
-        dir_arg,
-        "--debounce-after",
-        "10ms",
-    ])
-    .await;
+    let w = Wayfinder::with_files("", dir.path()).await;
     let id = "sidecar~127.0.0.1~envoy-1.default~default.svc.cluster.local";
     let meta = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
     let envoy = Envoy::start(&tools, w.grpc, id, meta).await;

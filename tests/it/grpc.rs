@@ -26,16 +26,22 @@ impl Drop for Driven {
 }
 
 impl Driven {
-    fn spawn(tools: &Tools, script: std::path::PathBuf, args: &[&str]) -> Self {
-        let mut child = Command::new(&tools.python)
+    fn spawn(
+        program: &std::path::Path,
+        script: std::path::PathBuf,
+        args: &[&str],
+        env: &[(&str, &std::path::Path)],
+    ) -> Self {
+        let mut child = Command::new(program)
             .arg(script)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .expect("start a python test client");
+            .expect("start a test client");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
         Self {
@@ -57,7 +63,7 @@ impl Driven {
 
 /// A backend answering `Whoami` with its name.
 async fn backend(tools: &Tools, name: &str) -> (Driven, u16) {
-    let mut b = Driven::spawn(tools, tools.grpc_backend(), &["--name", name]);
+    let mut b = Driven::spawn(&tools.python, tools.grpc_backend(), &["--name", name], &[]);
     let port = b.line().await["port"].as_u64().expect("the backend's port");
     (b, u16::try_from(port).unwrap())
 }
@@ -102,38 +108,52 @@ async fn until(
     }
 }
 
+/// Which xDS client library drives the calls.
+#[derive(Clone, Copy)]
+enum Client {
+    Python,
+    Node,
+}
+
 #[tokio::test]
-async fn grpc_client_follows_endpoints_in_a_service_entry_file() {
+async fn python_grpcio_follows_endpoints_in_a_service_entry_file() {
     let Some(tools) = tools() else { return };
-    let (_a, port_a) = backend(&tools, "a").await;
-    let (_b, port_b) = backend(&tools, "b").await;
+    follows_endpoints(&tools, Client::Python).await;
+}
+
+#[tokio::test]
+async fn node_grpc_js_xds_follows_endpoints_in_a_service_entry_file() {
+    let Some(tools) = tools() else { return };
+    follows_endpoints(&tools, Client::Node).await;
+}
+
+/// Two backends in a ServiceEntry file; calls reach both, then only the one left in the file,
+/// then both again.
+async fn follows_endpoints(tools: &Tools, kind: Client) {
+    let (_a, port_a) = backend(tools, "a").await;
+    let (_b, port_b) = backend(tools, "b").await;
     let dir = tempfile::tempdir().unwrap();
     let host = "echo.default.svc.cluster.local";
     let entry = |ports: &[u16]| service_entry("echo", host, ("grpc", 7070, "GRPC"), ports);
     write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
-    let w = Wayfinder::start(&[
-        "--registries",
-        "File",
-        "--file-registry",
-        dir.path().to_str().unwrap(),
-        "--debounce-after",
-        "10ms",
-    ])
-    .await;
+    let w = Wayfinder::with_files("", dir.path()).await;
     let xds = w.grpc.to_string();
     let target = format!("xds:///{host}:7070");
-    let mut client = Driven::spawn(
-        &tools,
-        tools.grpc_client(),
-        &[
-            "--target",
-            &target,
-            "--xds-server",
-            &xds,
-            "--node-id",
-            "grpc-python-1",
-        ],
-    );
+    let args = [
+        "--target",
+        &target,
+        "--xds-server",
+        &xds,
+        "--node-id",
+        "grpc-test-client",
+    ];
+    let mut client = match kind {
+        Client::Python => Driven::spawn(&tools.python, tools.grpc_client(), &args, &[]),
+        Client::Node => {
+            let env = [("NODE_PATH", tools.node_modules.as_path())];
+            Driven::spawn(&tools.node, tools.grpc_node_client(), &args, &env)
+        }
+    };
 
     let (ok, answer) = call(&mut client, 20).await;
     assert_eq!(

