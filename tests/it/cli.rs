@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use wayfinder::xds::TypeUrl;
 
 use crate::support::ads::{Ads, names_of, sidecar};
-use crate::support::binary::{Wayfinder, get, path};
+use crate::support::binary::{LOOPBACK, Wayfinder, get, path};
 
 #[test]
 fn version_prints_the_version() {
@@ -22,14 +22,7 @@ fn refused(args: &[&str]) -> String {
     let out = Command::new(path())
         .arg("discovery")
         .args(args)
-        .args([
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--monitoring-addr",
-            "127.0.0.1:0",
-        ])
+        .args(LOOPBACK)
         .output()
         .unwrap();
     assert!(!out.status.success(), "{args:?} should be refused");
@@ -61,15 +54,8 @@ fn bad_registries_and_paths_are_refused_at_start_with_the_reason() {
 #[test]
 fn text_logs_name_each_bound_address_on_one_line() {
     let mut child = Command::new(path())
-        .args([
-            "discovery",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--monitoring-addr",
-            "127.0.0.1:0",
-        ])
+        .arg("discovery")
+        .args(LOOPBACK)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -28,6 +28,16 @@ impl Drop for Wayfinder {
     }
 }
 
+/// Flags that put every listener on a loopback port the OS picks.
+pub(crate) const LOOPBACK: [&str; 6] = [
+    "--grpc-addr",
+    "127.0.0.1:0",
+    "--http-addr",
+    "127.0.0.1:0",
+    "--monitoring-addr",
+    "127.0.0.1:0",
+];
+
 /// The path of the binary under test.
 pub(crate) fn path() -> &'static str {
     env!("CARGO_BIN_EXE_wayfinder")
@@ -39,14 +49,7 @@ impl Wayfinder {
     pub(crate) async fn start(args: &[&str]) -> Self {
         let mut child = Command::new(path())
             .arg("discovery")
-            .args([
-                "--grpc-addr",
-                "127.0.0.1:0",
-                "--http-addr",
-                "127.0.0.1:0",
-                "--monitoring-addr",
-                "127.0.0.1:0",
-            ])
+            .args(LOOPBACK)
             .args([
                 "--log-format",
                 "json",
