@@ -60,7 +60,7 @@ fn sidecar() -> Proxy {
 
 /// Every resource of every type for one sidecar, encoded; returns how many.
 fn generate(model: Arc<Snapshot>, proxy: &Proxy) -> usize {
-    let snap = XdsSnapshot::new(model);
+    let snap = XdsSnapshot::new(model, "cluster.local");
     let none = BTreeSet::new();
     TypeUrl::PUSH_ORDER
         .iter()
@@ -98,7 +98,7 @@ fn build_and_generate(bencher: Bencher) {
 #[divan::bench(sample_count = 20)]
 fn second_sidecar(bencher: Bencher) {
     let model = Arc::new(snapshot_from(mesh()).expect("valid"));
-    let snap = XdsSnapshot::new(model);
+    let snap = XdsSnapshot::new(model, "cluster.local");
     let none = BTreeSet::new();
     let proxy = sidecar();
     for t in TypeUrl::PUSH_ORDER {

@@ -28,6 +28,7 @@ async fn main() -> anyhow::Result<()> {
 
     let running = server::start(server::Config {
         registries: vec![Box::new(registry)],
+        config_sources: Vec::new(),
         settings: Settings::default(),
         domain: "cluster.local".into(),
         grpc_addr: "127.0.0.1:15010".parse()?,

@@ -27,6 +27,8 @@ pub struct Cli {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
+// Parsed once at start: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the discovery server.
     Discovery(Discovery),
@@ -34,6 +36,16 @@ pub enum Command {
     Version,
     /// GET a path from a running server's debug port and print the answer.
     Request(RequestArgs),
+    /// Check Istio configuration and ServiceEntry files offline; exit 1 when any is invalid.
+    Validate(ValidateArgs),
+}
+
+/// `wayfinder validate` arguments.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Files or directories to check (every `.yaml`, `.yml` and `.json` in a directory).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
 }
 
 /// `wayfinder discovery` flags.
@@ -50,6 +62,10 @@ pub struct Discovery {
         value_name = "PATH"
     )]
     pub file_registry: Vec<PathBuf>,
+    /// A file or directory of Istio configuration (VirtualService, DestinationRule, Gateway,
+    /// Sidecar; its ServiceEntries and WorkloadEntries feed the `Config` registry); repeatable.
+    #[arg(long = "config-dir", visible_alias = "configDir", value_name = "PATH")]
+    pub config_dir: Vec<PathBuf>,
     /// Mesh DNS domain.
     #[arg(long, default_value = "cluster.local")]
     pub domain: String,
@@ -126,41 +142,9 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{s:?} is not an address: expected IP:PORT, [IPv6]:PORT or :PORT"))
 }
 
-/// Parses a Go-style duration: one or more `<number><unit>` with units `ns`, `us`, `ms`, `s`,
-/// `m`, `h` (`100ms`, `1m30s`, `0.5s`); a bare `0` is zero.
+/// Parses a Go-style duration (`100ms`, `10s`, `1m30s`), as pilot-discovery's flags take them.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let err = || format!("{s:?} is not a duration: expected e.g. 100ms, 10s, 1m30s");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return Err(err());
-    }
-    let mut total = 0.0f64;
-    while !rest.is_empty() {
-        let split = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        let (number, tail) = rest.split_at(split);
-        let value: f64 = number.parse().map_err(|_| err())?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(err()),
-        };
-        total += value * scale;
-        rest = tail;
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| err())
+    wayfinder_registry::duration::parse(s)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! | `/debug` | this list |
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
+//! | `/debug/configz` | configuration sources (status, last error) and every object in force |
 //! | `/debug/syncz` | per connected proxy: id, kind, connected since, per type sent/acked version, nonce, last NACK |
 //! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON |
 //! | `/metrics` (monitoring) | Prometheus text |
@@ -32,7 +33,7 @@ struct Debug {
     ads: AdsServer,
 }
 
-const PAGES: [(&str, &str); 6] = [
+const PAGES: [(&str, &str); 7] = [
     (
         "/ready",
         "200 once every registry synced or the sync timeout passed",
@@ -44,6 +45,10 @@ const PAGES: [(&str, &str); 6] = [
     (
         "/debug/endpointz",
         "merged services and their endpoints (?svc=HOST to filter)",
+    ),
+    (
+        "/debug/configz",
+        "configuration sources and the objects in force",
     ),
     (
         "/debug/syncz",
@@ -60,6 +65,7 @@ pub fn router(aggregate: AggregateHandle, ads: AdsServer) -> Router {
         .route("/debug", get(list))
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
+        .route("/debug/configz", get(configz))
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
         .with_state(Debug { aggregate, ads })
@@ -77,12 +83,18 @@ async fn ready(State(d): State<Debug>) -> Response {
     if d.aggregate.is_ready() {
         return (StatusCode::OK, "ready\n").into_response();
     }
-    let waiting: Vec<String> = d
-        .aggregate
-        .registries()
+    let registries = d.aggregate.registries();
+    let configs = d.aggregate.config_sources();
+    let waiting: Vec<String> = registries
         .iter()
         .filter(|r| !r.synced)
         .map(|r| r.registry.to_string())
+        .chain(
+            configs
+                .iter()
+                .filter(|c| !c.synced)
+                .map(|c| c.source.to_string()),
+        )
         .collect();
     (
         StatusCode::SERVICE_UNAVAILABLE,
@@ -147,6 +159,29 @@ async fn endpointz(
         })
         .collect();
     Json(Value::Array(services))
+}
+
+async fn configz(State(d): State<Debug>) -> Json<Value> {
+    let snapshot = d.aggregate.snapshot();
+    let objects: Vec<Value> = snapshot
+        .config
+        .objects
+        .values()
+        .map(|o| {
+            json!({
+                "kind": o.kind(),
+                "namespace": o.meta.namespace,
+                "name": o.meta.name,
+                "origin": o.meta.origin,
+                "spec": o.spec,
+            })
+        })
+        .collect();
+    Json(json!({
+        "snapshot_version": snapshot.version,
+        "sources": *d.aggregate.config_sources(),
+        "objects": objects,
+    }))
 }
 
 async fn syncz(State(d): State<Debug>) -> Json<Value> {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 use wayfinder::aggregate::{Debounce, Settings};
-use wayfinder::cli::{Cli, Command, Discovery, LogArgs, LogFormat, RequestArgs};
+use wayfinder::cli::{Cli, Command, Discovery, LogArgs, LogFormat, RequestArgs, ValidateArgs};
 use wayfinder::{registries, server};
 
 #[tokio::main]
@@ -20,6 +20,7 @@ async fn main() -> ExitCode {
             Ok(())
         }
         Command::Request(args) => request(args).await,
+        Command::Validate(args) => return validate(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -35,9 +36,11 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     let config = registries::Config {
         kinds: args.registries.clone(),
         file_paths: args.file_registry.clone(),
+        config_dirs: args.config_dir.clone(),
         domain: args.domain.clone(),
     };
     let registries = registries::build(&config).await?;
+    let config_sources = registries::config_sources(&config)?;
     let settings = Settings {
         debounce: Debounce {
             after: args.debounce_after,
@@ -47,6 +50,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     };
     let running = server::start(server::Config {
         registries,
+        config_sources,
         settings,
         domain: args.domain,
         grpc_addr: args.grpc_addr,
@@ -125,4 +129,15 @@ async fn request(args: RequestArgs) -> anyhow::Result<()> {
         .unwrap_or(body);
     println!("{}", pretty.trim_end());
     Ok(())
+}
+
+/// `wayfinder validate`: prints every problem with its place; exit 1 when any is an error.
+fn validate(args: &ValidateArgs) -> ExitCode {
+    let report = wayfinder_file::check(&args.paths);
+    println!("{report}");
+    if report.has_errors() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

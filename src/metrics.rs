@@ -107,6 +107,11 @@ pub struct Metrics {
     pub inbound_updates: Family<TypeLabel, IstioCounter>,
     /// `pilot_services`: services in the published snapshot.
     pub services: Gauge,
+    /// `pilot_total_rejected_configs`: configuration objects (and registrations) refused as
+    /// invalid.
+    pub rejected_configs: IstioCounter,
+    /// `wayfinder_config_objects`: configuration objects in the published snapshot.
+    pub config_objects: Gauge,
     /// `pilot_pushcontext_init_seconds`: seconds to build and validate a snapshot.
     pub snapshot_build_time: Histogram,
     /// `pilot_debounce_time`: seconds from the first change of a batch to its snapshot.
@@ -148,6 +153,8 @@ impl Metrics {
             xds_expired_nonce: IstioCounter::default(),
             inbound_updates: Family::default(),
             services: Gauge::default(),
+            rejected_configs: IstioCounter::default(),
+            config_objects: Gauge::default(),
             snapshot_build_time: Histogram::new(PUSH_BUCKETS),
             debounce_time: Histogram::new(CONVERGENCE_BUCKETS),
             snapshot_version: Gauge::default(),
@@ -195,6 +202,16 @@ impl Metrics {
             "pilot_inbound_updates",
             "Registry changes by kind",
             m.inbound_updates.clone(),
+        );
+        r.register(
+            "pilot_total_rejected_configs",
+            "Configuration objects and registrations refused as invalid",
+            m.rejected_configs.clone(),
+        );
+        r.register(
+            "wayfinder_config_objects",
+            "Configuration objects in the published snapshot",
+            m.config_objects.clone(),
         );
         r.register(
             "pilot_services",

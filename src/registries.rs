@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use wayfinder_registry::config::ConfigSource;
 use wayfinder_registry::{Registry, RegistryId};
 
 /// A registry kind, as named in `--registries`.
@@ -69,6 +70,9 @@ pub struct Config {
     pub kinds: Vec<Kind>,
     /// Paths for the File registry.
     pub file_paths: Vec<PathBuf>,
+    /// `--config-dir` paths: their ServiceEntries and WorkloadEntries feed a registry named
+    /// `Config`, after the registries of `kinds`.
+    pub config_dirs: Vec<PathBuf>,
     /// Mesh domain, for the demo's hostnames.
     pub domain: String,
 }
@@ -88,6 +92,9 @@ pub enum BuildError {
     /// The file registry refused its paths.
     #[error("file registry: {0}")]
     File(#[from] wayfinder_file::BuildError),
+    /// `--config-dir` refused its paths.
+    #[error("--config-dir: {0}")]
+    ConfigDir(wayfinder_file::BuildError),
 }
 
 /// Builds the registries, in the order given.
@@ -120,7 +127,29 @@ pub async fn build(config: &Config) -> Result<Vec<Box<dyn Registry>>, BuildError
             }
         }
     }
+    if !config.config_dirs.is_empty() {
+        let entries = wayfinder_file::Config {
+            paths: config.config_dirs.clone(),
+        };
+        let registry = entries
+            .build(RegistryId::new(CONFIG_REGISTRY))
+            .map_err(BuildError::ConfigDir)?;
+        registries.push(Box::new(registry));
+    }
     Ok(registries)
+}
+
+/// The registry of the ServiceEntries and WorkloadEntries found under `--config-dir`.
+pub const CONFIG_REGISTRY: &str = "Config";
+
+/// The configuration sources: the `--config-dir` paths, if any.
+pub fn config_sources(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, BuildError> {
+    if config.config_dirs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dir = wayfinder_file::ConfigDir::new(config.config_dirs.clone())
+        .map_err(BuildError::ConfigDir)?;
+    Ok(vec![Box::new(dir)])
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use wayfinder_registry::Registry;
+use wayfinder_registry::config::ConfigSource;
 
 use crate::aggregate::{Aggregate, AggregateHandle, Settings};
 use crate::metrics::Metrics;
@@ -22,6 +23,8 @@ use crate::xds::ads::AdsServer;
 pub struct Config {
     /// The registries, in precedence order.
     pub registries: Vec<Box<dyn Registry>>,
+    /// The configuration sources, in precedence order.
+    pub config_sources: Vec<Box<dyn ConfigSource>>,
     /// Debounce and sync settings.
     pub settings: Settings,
     /// Mesh domain (`cluster.local`).
@@ -100,8 +103,11 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     }
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
-    let aggregate =
-        Aggregate::new(config.registries, config.settings, metrics.clone()).start(shutdown.clone());
+    let mut aggregate = Aggregate::new(config.registries, config.settings, metrics.clone());
+    for source in config.config_sources {
+        aggregate.add_config_source(source);
+    }
+    let aggregate = aggregate.start(shutdown.clone());
     let ads = AdsServer::new(
         aggregate.clone(),
         metrics.clone(),

@@ -5,6 +5,8 @@
 //! generator, the debug pages) reads the current `Arc<Snapshot>` without locking. The model
 //! knows nothing of xDS.
 
+mod config;
+pub mod rules;
 mod visibility;
 
 use std::collections::{BTreeMap, HashSet};
@@ -14,6 +16,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use wayfinder_registry::{Endpoint, Registration, RegistryId, Resolution, Service, ServiceKey};
 
+pub use config::TrafficConfig;
 pub use visibility::Visible;
 
 /// An immutable view of every service, as of one moment.
@@ -31,6 +34,8 @@ pub struct Snapshot {
     pub conflicts: Vec<Conflict>,
     /// What each registry contributed, in `--registries` order.
     pub sources: Vec<Source>,
+    /// Istio traffic configuration.
+    pub config: Arc<TrafficConfig>,
     #[serde(skip)]
     visible: visibility::Index,
 }
@@ -99,7 +104,7 @@ pub struct InvariantError {
 impl Snapshot {
     /// The empty snapshot served before any registry has synced.
     pub fn empty() -> Self {
-        Self::new(0, BTreeMap::new(), Vec::new(), Vec::new())
+        Self::new(0, BTreeMap::new(), Vec::new(), Vec::new(), Arc::default())
     }
 
     /// Assembles a snapshot. Call [`Snapshot::validate`] before publishing it.
@@ -108,6 +113,7 @@ impl Snapshot {
         services: BTreeMap<ServiceKey, Arc<MergedService>>,
         conflicts: Vec<Conflict>,
         sources: Vec<Source>,
+        config: Arc<TrafficConfig>,
     ) -> Self {
         let visible = visibility::Index::build(&services);
         Self {
@@ -116,6 +122,7 @@ impl Snapshot {
             services,
             conflicts,
             sources,
+            config,
             visible,
         }
     }

@@ -5,6 +5,7 @@
 //! [`pb`] only.
 
 pub mod ads;
+mod canonical;
 pub mod generate;
 pub mod json;
 pub mod names;

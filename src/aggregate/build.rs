@@ -3,37 +3,76 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use wayfinder_registry::config::{ConfigEvent, ConfigObject};
 use wayfinder_registry::{Event, Registration, RegistryId, ServiceKey};
 
+use super::config_store::ConfigStore;
 use super::merge;
 use super::store::Store;
-use crate::snapshot::{Conflict, InvariantError, Snapshot, Source};
+use crate::snapshot::{Conflict, InvariantError, Snapshot, Source, TrafficConfig};
 
-/// Every registry's store, and what merging them found so far.
+/// Every source's store, and what merging them found so far.
 pub(super) struct Model {
     pub(super) stores: Vec<Store>,
+    pub(super) config_stores: Vec<ConfigStore>,
     conflicts: BTreeMap<ServiceKey, Vec<Conflict>>,
     sources: Vec<Arc<BTreeMap<ServiceKey, Registration>>>,
 }
 
+/// What changed since the last snapshot.
+#[derive(Debug, Default)]
+pub(super) struct Dirty {
+    /// Services to merge again.
+    pub(super) services: BTreeSet<ServiceKey>,
+    /// True when any configuration object changed.
+    pub(super) config: bool,
+}
+
+impl Dirty {
+    pub(super) fn clear(&mut self) {
+        self.services.clear();
+        self.config = false;
+    }
+}
+
 impl Model {
-    pub(super) fn new(stores: Vec<Store>) -> Self {
+    pub(super) fn new(stores: Vec<Store>, config_stores: Vec<ConfigStore>) -> Self {
         Self {
             stores,
+            config_stores,
             conflicts: BTreeMap::new(),
             sources: Vec::new(),
         }
     }
 
-    /// The next snapshot after `current`: the `dirty` services merged afresh, every other one
-    /// shared with `current`. Not yet validated.
-    pub(super) fn build(&mut self, current: &Snapshot, dirty: &BTreeSet<ServiceKey>) -> Snapshot {
+    /// True when every registry and configuration source delivered its first state.
+    pub(super) fn synced(&self) -> bool {
+        self.stores.iter().all(|s| s.state.synced)
+            && self.config_stores.iter().all(|s| s.state.synced)
+    }
+
+    /// The sources that have not synced yet.
+    pub(super) fn waiting(&self) -> Vec<&str> {
+        let registries = self.stores.iter().map(|s| &s.state);
+        let configs = self.config_stores.iter().map(|s| &s.state);
+        registries
+            .chain(configs)
+            .filter(|s| !s.synced)
+            .map(|s| s.id.as_str())
+            .collect()
+    }
+
+    /// The next snapshot after `current`: the dirty services merged afresh, every other one
+    /// shared with `current`, and the configuration rebuilt if it changed. Not yet validated.
+    pub(super) fn build(&mut self, current: &Snapshot, dirty: &Dirty) -> Snapshot {
+        let dirty_config = dirty.config;
+        let dirty = &dirty.services;
         let mut services = current.services.clone();
         for key in dirty {
             let contributions: Vec<(&RegistryId, &Registration)> = self
                 .stores
                 .iter()
-                .filter_map(|s| s.services.get(key).map(|r| (&s.id, r)))
+                .filter_map(|s| s.services.get(key).map(|r| (&s.state.id, r)))
                 .collect();
             if contributions.is_empty() {
                 services.remove(key);
@@ -59,12 +98,19 @@ impl Model {
             .iter()
             .zip(&self.sources)
             .map(|(s, services)| Source {
-                registry: s.id.clone(),
+                registry: s.state.id.clone(),
                 services: services.clone(),
             })
             .collect();
         let conflicts = self.conflicts.values().flatten().cloned().collect();
-        Snapshot::new(current.version + 1, services, conflicts, sources)
+        let config = if dirty_config {
+            Arc::new(TrafficConfig::merge(
+                self.config_stores.iter().map(|s| &s.objects),
+            ))
+        } else {
+            current.config.clone()
+        };
+        Snapshot::new(current.version + 1, services, conflicts, sources, config)
     }
 
     /// Copies the services of registries that changed since the last snapshot.
@@ -86,15 +132,30 @@ impl Model {
 pub fn snapshot_from(
     sources: Vec<(RegistryId, Vec<Registration>)>,
 ) -> Result<Snapshot, InvariantError> {
+    snapshot_with_config(sources, Vec::new())
+}
+
+/// As [`snapshot_from`], with traffic configuration objects too (validated the same way).
+pub fn snapshot_with_config(
+    sources: Vec<(RegistryId, Vec<Registration>)>,
+    config: Vec<ConfigObject>,
+) -> Result<Snapshot, InvariantError> {
     let mut stores = Vec::new();
-    let mut dirty = BTreeSet::new();
+    let mut dirty = Dirty {
+        config: true,
+        ..Dirty::default()
+    };
     for (index, (id, registrations)) in sources.into_iter().enumerate() {
         let mut store = Store::new(id);
         let (changes, _refused) = store.apply(index, Event::Reset(registrations));
-        dirty.extend(changes.into_iter().map(|c| c.key));
+        dirty.services.extend(changes.into_iter().map(|c| c.key));
         stores.push(store);
     }
-    let snapshot = Model::new(stores).build(&Snapshot::empty(), &dirty);
+    let mut config_store = ConfigStore::new(RegistryId::new("config"));
+    config_store.apply(ConfigEvent::Reset(
+        config.into_iter().map(Arc::new).collect(),
+    ));
+    let snapshot = Model::new(stores, vec![config_store]).build(&Snapshot::empty(), &dirty);
     snapshot.validate()?;
     Ok(snapshot)
 }

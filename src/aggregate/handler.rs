@@ -22,6 +22,7 @@
 //! - Handlers must return quickly: they run on the task that applies every registry's events.
 //!   Slow work belongs on another task fed by a channel.
 
+use wayfinder_registry::config::{ConfigKey, ConfigObject};
 use wayfinder_registry::{Registration, RegistryError, RegistryId};
 
 use super::store::{Change, ChangeKind};
@@ -34,7 +35,16 @@ pub trait Handler: Send {
     /// One service of one registry changed; `current` is its stored state (`None` once removed).
     fn on_change(&mut self, registry: &RegistryId, change: &Change, current: Option<&Registration>);
 
-    /// A registry reported an error, or one of its registrations was refused.
+    /// A configuration object changed; `current` is the source's object (`None` once removed).
+    fn on_config(
+        &mut self,
+        _source: &RegistryId,
+        _key: &ConfigKey,
+        _current: Option<&ConfigObject>,
+    ) {
+    }
+
+    /// A source reported an error, or one of its registrations or objects was refused.
     fn on_error(&mut self, _registry: &RegistryId, _error: &RegistryError) {}
 
     /// A snapshot was published.
@@ -55,8 +65,15 @@ impl Handler for LogHandler {
         tracing::debug!(%registry, service = %change.key, kind = ?change.kind, endpoints, "registry change");
     }
 
+    fn on_config(&mut self, source: &RegistryId, key: &ConfigKey, current: Option<&ConfigObject>) {
+        let origin = current
+            .map(|o| o.meta.origin.to_string())
+            .unwrap_or_default();
+        tracing::debug!(%source, object = %key, removed = current.is_none(), %origin, "configuration change");
+    }
+
     fn on_error(&mut self, registry: &RegistryId, error: &RegistryError) {
-        tracing::warn!(%registry, %error, "registry error; its last good state stays in force");
+        tracing::warn!(source = %registry, %error, "source error; its last good state stays in force");
     }
 
     fn on_snapshot(&mut self, snapshot: &Snapshot) {
@@ -89,7 +106,22 @@ impl Handler for MetricsHandler {
             .inc();
     }
 
-    fn on_error(&mut self, registry: &RegistryId, _error: &RegistryError) {
+    fn on_config(
+        &mut self,
+        _source: &RegistryId,
+        _key: &ConfigKey,
+        _current: Option<&ConfigObject>,
+    ) {
+        self.0
+            .inbound_updates
+            .get_or_create(&TypeLabel { r#type: "config" })
+            .inc();
+    }
+
+    fn on_error(&mut self, registry: &RegistryId, error: &RegistryError) {
+        if matches!(error, RegistryError::Invalid { .. }) {
+            self.0.rejected_configs.inc();
+        }
         self.0
             .registry_errors
             .get_or_create(&Metrics::registry_label(registry.as_str()))

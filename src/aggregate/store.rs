@@ -1,10 +1,11 @@
 //! Each registry's current contribution, and what an event changes in it.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
 use serde::Serialize;
 use wayfinder_registry::{Event, Registration, RegistryError, RegistryId, ServiceKey};
+
+use super::source::SourceState;
 
 /// What one event did to one service of one registry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,46 +33,11 @@ pub enum ChangeKind {
     Removed,
 }
 
-/// The state of one registry's stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Health {
-    /// The last item was good.
-    Healthy,
-    /// The last item was an error; the last good state is still served.
-    Degraded,
-    /// The stream ended (or its adapter panicked); the last good state is still served.
-    Stopped,
-}
-
-/// An error with the time it was seen.
-#[derive(Clone, Debug, Serialize)]
-pub struct ErrorRecord {
-    /// Seconds since the Unix epoch.
-    pub at: f64,
-    /// The error.
-    pub error: RegistryError,
-}
-
-impl ErrorRecord {
-    pub(crate) fn now(error: RegistryError) -> Self {
-        let at = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or_default();
-        Self { at, error }
-    }
-}
-
 /// One registry's services as the aggregate holds them: only registrations that passed
 /// validation. A registration that fails leaves the service's previous good state in place.
 pub(crate) struct Store {
-    pub(crate) id: RegistryId,
+    pub(crate) state: SourceState,
     pub(crate) services: BTreeMap<ServiceKey, Registration>,
-    pub(crate) synced: bool,
-    pub(crate) health: Health,
-    pub(crate) last_error: Option<ErrorRecord>,
-    pub(crate) events: u64,
     /// Set whenever `services` changes; cleared when a snapshot copies them.
     pub(crate) changed: bool,
 }
@@ -79,12 +45,8 @@ pub(crate) struct Store {
 impl Store {
     pub(crate) fn new(id: RegistryId) -> Self {
         Self {
-            id,
+            state: SourceState::new(id),
             services: BTreeMap::new(),
-            synced: false,
-            health: Health::Healthy,
-            last_error: None,
-            events: 0,
             changed: false,
         }
     }
@@ -95,12 +57,11 @@ impl Store {
         index: usize,
         event: Event,
     ) -> (Vec<Change>, Vec<RegistryError>) {
-        self.events += 1;
         let mut changes = Vec::new();
         let mut refused = Vec::new();
         match event {
             Event::Reset(registrations) => {
-                self.synced = true;
+                self.state.synced = true;
                 let mut next = BTreeMap::new();
                 for reg in registrations {
                     let key = reg.key();
@@ -159,24 +120,15 @@ impl Store {
             Event::Recovered => {}
         }
         self.changed |= !changes.is_empty();
-        match refused.last() {
-            Some(err) => self.fail(err.clone()),
-            None => self.health = Health::Healthy,
-        }
+        self.state.settle(&refused);
         (changes, refused)
-    }
-
-    /// Records an error item (or a refused registration): degraded until the next good item.
-    pub(crate) fn fail(&mut self, error: RegistryError) {
-        self.health = Health::Degraded;
-        self.last_error = Some(ErrorRecord::now(error));
     }
 
     fn check(&self, reg: Registration) -> Result<Registration, RegistryError> {
         match reg.validate() {
             Ok(()) => Ok(reg.normalized()),
             Err(err) => Err(RegistryError::Invalid {
-                origin: format!("registry {}", self.id),
+                origin: format!("registry {}", self.state.id),
                 detail: err.to_string(),
             }),
         }
@@ -195,6 +147,7 @@ fn classify(old: Option<&Registration>, new: &Registration) -> Option<ChangeKind
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Health;
     use wayfinder_registry::{Endpoint, Protocol, Service};
 
     fn reg(host: &str, port: u16, ips: &[&str]) -> Registration {
@@ -217,7 +170,7 @@ mod tests {
             kinds(&c),
             [("a", ChangeKind::Added), ("b", ChangeKind::Added)]
         );
-        assert!(store.synced);
+        assert!(store.state.synced);
 
         let (c, _) = store.apply(0, Event::Upsert(reg("a", 80, &["10.0.0.1"])));
         assert!(c.is_empty(), "an identical upsert changes nothing");
@@ -251,7 +204,7 @@ mod tests {
             "{}",
             refused[0]
         );
-        assert_eq!(store.health, Health::Degraded);
+        assert_eq!(store.state.health, Health::Degraded);
         assert_eq!(
             &*store.services[&ServiceKey::new("default", "a")].endpoints[0].address,
             "10.0.0.1"
@@ -267,6 +220,6 @@ mod tests {
         );
 
         store.apply(0, Event::Recovered);
-        assert_eq!(store.health, Health::Healthy);
+        assert_eq!(store.state.health, Health::Healthy);
     }
 }

@@ -88,7 +88,13 @@ mod tests {
             merged("private.example.com", "b", &["."]),
             merged("hidden.example.com", "a", &["~"]),
         ];
-        let snap = Snapshot::new(1, services.into_iter().collect(), vec![], vec![]);
+        let snap = Snapshot::new(
+            1,
+            services.into_iter().collect(),
+            vec![],
+            vec![],
+            Default::default(),
+        );
         let names = |ns: &str| -> Vec<String> {
             snap.visible(ns)
                 .iter()

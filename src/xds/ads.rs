@@ -98,7 +98,7 @@ impl AdsServer {
         let model_versions = aggregate.versions();
         let model = aggregate.snapshot();
         let (tx, versions) = watch::channel(model.version);
-        let current = ArcSwap::from_pointee(XdsSnapshot::new(model));
+        let current = ArcSwap::from_pointee(XdsSnapshot::new(model, domain));
         let inner = Arc::new(Inner {
             aggregate: aggregate.clone(),
             metrics,
@@ -347,7 +347,9 @@ async fn follow(
         let Some(inner) = inner.upgrade() else { return };
         let model = aggregate.snapshot();
         let version = model.version;
-        inner.current.store(Arc::new(XdsSnapshot::new(model)));
+        inner
+            .current
+            .store(Arc::new(XdsSnapshot::new(model, &inner.domain)));
         tx.send_replace(version);
     }
 }

@@ -15,6 +15,7 @@ mod endpoint;
 mod grpc;
 mod inbound;
 mod listener;
+mod policy;
 mod proto;
 mod route;
 
@@ -24,8 +25,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use wayfinder_registry::ServiceKey;
+use wayfinder_registry::config::{ConfigKey, ConfigMeta, DestinationRule, Kind};
 
-use crate::snapshot::{MergedService, Snapshot};
+use crate::snapshot::{MergedService, Snapshot, Visible};
 use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
 use crate::xds::resource::{Resource, ResourceSet};
@@ -33,8 +35,9 @@ use crate::xds::resource::{Resource, ResourceSet};
 /// A model snapshot and the resources generated from it so far.
 pub struct XdsSnapshot {
     model: Arc<Snapshot>,
+    domain: Arc<str>,
     published: Instant,
-    sidecar_services: Memo<ServiceKey, ServiceResources>,
+    sidecar_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
     grpc_services: Memo<ServiceKey, ServiceResources>,
     outbound: Memo<Arc<str>, [Arc<ResourceSet>; 2]>,
     grpc_scopes: Memo<Arc<str>, [Arc<ResourceSet>; 4]>,
@@ -60,10 +63,12 @@ pub(crate) struct ServiceResources {
 }
 
 impl XdsSnapshot {
-    /// Wraps a model snapshot; nothing is generated until a proxy asks.
-    pub fn new(model: Arc<Snapshot>) -> Self {
+    /// Wraps a model snapshot; nothing is generated until a proxy asks. `domain` is the mesh
+    /// domain (`--domain`), which short hostnames in configuration are relative to.
+    pub fn new(model: Arc<Snapshot>, domain: &str) -> Self {
         Self {
             model,
+            domain: domain.into(),
             published: Instant::now(),
             sidecar_services: Memo::default(),
             grpc_services: Memo::default(),
@@ -104,13 +109,15 @@ impl XdsSnapshot {
         let ns = &proxy.namespace;
         let outbound = || {
             self.outbound.get(ns.clone(), || {
-                let visible = self.model.visible(ns);
+                let ctx = Ctx::new(&self.model, &self.domain, ns);
                 let mut clusters = cluster::catch_all();
                 let mut endpoints = ResourceSet::new();
-                for svc in visible {
+                for svc in &ctx.visible {
+                    let rule = ctx.rule(svc);
+                    let key = (svc.service.key(), rule.map(|(meta, _)| rule_key(meta)));
                     let r = self
                         .sidecar_services
-                        .get(svc.service.key(), || service_resources(svc));
+                        .get(key, || service_resources(svc, rule.map(|(_, dr)| dr)));
                     clusters.extend(r.clusters.iter().map(|c| (c.name.clone(), c.clone())));
                     endpoints.extend(r.endpoints.iter().map(|e| (e.name.clone(), e.clone())));
                 }
@@ -135,7 +142,7 @@ impl XdsSnapshot {
             }
             TypeUrl::Route if is_sidecar => {
                 vec![self.routes.get((ns.clone(), proxy.dns_domain.clone()), || {
-                    route::outbound(&self.model.visible(ns), &proxy.dns_domain)
+                    route::outbound(&Ctx::new(&self.model, &self.domain, ns), &proxy.dns_domain)
                 })]
             }
             TypeUrl::Listener | TypeUrl::Route => vec![],
@@ -186,7 +193,7 @@ impl XdsSnapshot {
     }
 }
 
-fn service_resources(svc: &MergedService) -> ServiceResources {
+fn service_resources(svc: &MergedService, rule: Option<&DestinationRule>) -> ServiceResources {
     let mut out = ServiceResources::default();
     for port in svc
         .service
@@ -194,11 +201,63 @@ fn service_resources(svc: &MergedService) -> ServiceResources {
         .iter()
         .filter(|p| cluster::is_proxied(p.protocol))
     {
-        let (c, cla) = cluster::outbound(svc, port);
-        out.clusters.push(Arc::new(c));
-        out.endpoints.extend(cla.map(Arc::new));
+        for (c, cla) in cluster::outbound(svc, port, rule) {
+            out.clusters.push(Arc::new(c));
+            out.endpoints.extend(cla.map(Arc::new));
+        }
     }
     out
+}
+
+fn rule_key(meta: &ConfigMeta) -> ConfigKey {
+    ConfigKey {
+        kind: Kind::DestinationRule,
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+    }
+}
+
+/// What generators need besides a service: the snapshot, the mesh domain, and the namespace
+/// of the proxies being served, with the services they see.
+pub(super) struct Ctx<'a> {
+    pub(super) model: &'a Snapshot,
+    pub(super) domain: &'a str,
+    pub(super) namespace: &'a str,
+    /// The visible services, in hostname order.
+    pub(super) visible: Visible<'a>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(model: &'a Snapshot, domain: &'a str, namespace: &'a str) -> Self {
+        Self {
+            model,
+            domain,
+            namespace,
+            visible: model.visible(namespace),
+        }
+    }
+
+    /// The visible service with this hostname.
+    pub(super) fn service(&self, host: &str) -> Option<&'a MergedService> {
+        let i = self
+            .visible
+            .binary_search_by(|s| (*s.service.hostname).cmp(host))
+            .ok()?;
+        self.visible.get(i).map(|s| &***s)
+    }
+
+    /// The DestinationRule for a service, as seen from this namespace.
+    pub(super) fn rule(
+        &self,
+        svc: &MergedService,
+    ) -> Option<(&'a ConfigMeta, &'a DestinationRule)> {
+        self.model.config.destination_rule(
+            &svc.service.hostname,
+            &svc.service.namespace,
+            self.namespace,
+            self.domain,
+        )
+    }
 }
 
 impl Resources {

@@ -13,7 +13,8 @@ use crate::xds::pb::protobuf::Any;
 
 static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
 
-fn pool() -> Result<&'static DescriptorPool, String> {
+/// The descriptors compiled from the vendored protos, decoded once.
+pub(crate) fn pool() -> Result<&'static DescriptorPool, String> {
     static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
     POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
         .as_ref()

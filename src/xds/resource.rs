@@ -67,6 +67,19 @@ impl Resource {
     }
 }
 
+impl Resource {
+    /// Encodes a message that may hold a protobuf map with several entries, whose bytes vary
+    /// with map order: its version is computed from a canonical walk of its content instead
+    /// (see `canonical.rs`).
+    pub fn encode_unordered<M: Message + Name>(name: impl Into<Arc<str>>, message: &M) -> Self {
+        let mut resource = Self::encode(name, message);
+        if let Some(version) = crate::xds::canonical::version(&resource.any) {
+            resource.version = version;
+        }
+        resource
+    }
+}
+
 /// The resources of one type a proxy may receive, by name. A map, so a response can never
 /// carry one name twice.
 pub type ResourceSet = BTreeMap<Arc<str>, Arc<Resource>>;

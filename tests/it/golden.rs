@@ -9,18 +9,75 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
-use wayfinder::aggregate::snapshot_from;
+use wayfinder::aggregate::{snapshot_from, snapshot_with_config};
 use wayfinder::xds::pb::core::Node;
 use wayfinder::xds::pb::protobuf::Struct;
 use wayfinder::xds::proxy::string_value;
 use wayfinder::xds::{Proxy, TypeUrl, XdsSnapshot, json};
 use wayfinder_registry::RegistryId;
+use wayfinder_registry::config::{ConfigMeta, ConfigObject, ConfigSpec};
 
 use crate::support::fixtures::mesh;
 
 fn snapshot() -> XdsSnapshot {
     let model = snapshot_from(vec![(RegistryId::new("Mock"), mesh())]).expect("a valid mesh");
-    XdsSnapshot::new(Arc::new(model))
+    XdsSnapshot::new(Arc::new(model), "cluster.local")
+}
+
+/// The mesh with the traffic configuration of `golden/config.yaml`.
+fn configured() -> XdsSnapshot {
+    let config = load_config(&golden_dir().join("config.yaml"));
+    let model = snapshot_with_config(vec![(RegistryId::new("Mock"), mesh())], config)
+        .expect("a valid mesh");
+    assert_eq!(
+        model.config.objects.len(),
+        8,
+        "every object of config.yaml passed validation"
+    );
+    XdsSnapshot::new(Arc::new(model), "cluster.local")
+}
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden")
+}
+
+/// Reads Istio objects from a multi-document YAML file.
+fn load_config(path: &std::path::Path) -> Vec<ConfigObject> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        kind: String,
+        metadata: Meta,
+        spec: Value,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        name: String,
+        namespace: String,
+    }
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs: Vec<Doc> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter()
+        .map(|d| {
+            let spec = match d.kind.as_str() {
+                "VirtualService" => {
+                    ConfigSpec::VirtualService(serde_json::from_value(d.spec).unwrap())
+                }
+                "DestinationRule" => {
+                    ConfigSpec::DestinationRule(serde_json::from_value(d.spec).unwrap())
+                }
+                "Gateway" => ConfigSpec::Gateway(serde_json::from_value(d.spec).unwrap()),
+                "Sidecar" => ConfigSpec::Sidecar(serde_json::from_value(d.spec).unwrap()),
+                other => panic!("unexpected kind {other}"),
+            };
+            let meta = ConfigMeta {
+                name: d.metadata.name.into(),
+                namespace: d.metadata.namespace.into(),
+                origin: path.display().to_string().into(),
+                ..Default::default()
+            };
+            ConfigObject { meta, spec }
+        })
+        .collect()
 }
 
 fn proxy(id: &str, meta: &[(&str, &str)]) -> Proxy {
@@ -53,9 +110,7 @@ fn render(snap: &XdsSnapshot, proxy: &Proxy, t: TypeUrl, names: &[&str]) -> Valu
 
 /// Compares with `golden/NAME.json`, or writes it under `WAYFINDER_BLESS=1`.
 fn check(name: &str, value: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/golden")
-        .join(format!("{name}.json"));
+    let path = golden_dir().join(format!("{name}.json"));
     let text = serde_json::to_string_pretty(value).expect("serializable") + "\n";
     if std::env::var("WAYFINDER_BLESS").as_deref() == Ok("1") {
         std::fs::write(&path, &text).expect("write the golden file");
@@ -151,4 +206,28 @@ fn proxyless_grpc() {
         "endpoints": render(&snap, &p, TypeUrl::Endpoint, &[cluster, "outbound|9080||reviews.default.svc.cluster.local"]),
     });
     check("grpc", &out);
+}
+
+#[test]
+fn destination_rules_as_clusters() {
+    check(
+        "config_cds",
+        &render(&configured(), &reviews_sidecar(), TypeUrl::Cluster, &[]),
+    );
+}
+
+#[test]
+fn destination_rule_subsets_as_endpoints() {
+    check(
+        "config_eds",
+        &render(&configured(), &reviews_sidecar(), TypeUrl::Endpoint, &[]),
+    );
+}
+
+#[test]
+fn virtual_services_as_routes() {
+    check(
+        "config_rds",
+        &render(&configured(), &reviews_sidecar(), TypeUrl::Route, &[]),
+    );
 }

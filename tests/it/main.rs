@@ -6,6 +6,7 @@
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
 //! - `cli`: the binary's commands, flags, debug pages and refusals.
+//! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
 //! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
 //!   binary (they need `scripts/install-test-tools`; see `tools`).
 //! - `bad_input`: malformed files and failing registries against the binary.
@@ -15,7 +16,9 @@
 
 mod ads_sotw;
 mod bad_input;
+mod bookinfo;
 mod cli;
+mod config;
 mod envoy;
 mod golden;
 mod grpc;

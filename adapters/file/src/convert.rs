@@ -44,11 +44,35 @@ pub(crate) struct Workload {
     pub(crate) endpoint: Endpoint,
 }
 
+/// Why an object (or a service composed of several) is refused: where, which object, which
+/// field and why. Kept structured so that the offline check can print and sort it; the
+/// registry's stream reports it as a [`RegistryError::Invalid`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ObjectError {
+    /// Where the object was read.
+    pub(crate) origin: Origin,
+    /// `ServiceEntry namespace/name`, or `service host.example.com (namespace)` once composed.
+    pub(crate) object: String,
+    /// Path of the offending field, e.g. `spec.addresses[0]`.
+    pub(crate) field: String,
+    /// The rule it breaks.
+    pub(crate) message: String,
+}
+
+impl From<ObjectError> for RegistryError {
+    fn from(err: ObjectError) -> Self {
+        RegistryError::Invalid {
+            origin: err.origin.to_string(),
+            detail: format!("{}: {}: {}", err.object, err.field, err.message),
+        }
+    }
+}
+
 /// Maps a `ServiceEntry`.
 pub(crate) fn service_entry(
     origin: &Origin,
     object: &Object<ServiceEntrySpec>,
-) -> Result<Entry, RegistryError> {
+) -> Result<Entry, ObjectError> {
     let namespace = object.metadata.namespace();
     let name = format!("ServiceEntry {namespace}/{}", object.metadata.name);
     let fail = |field: &str, message: String| invalid(origin, &name, field, message);
@@ -132,7 +156,7 @@ pub(crate) fn service_entry(
 pub(crate) fn workload_entry(
     origin: &Origin,
     object: &Object<WorkloadEntrySpec>,
-) -> Result<Workload, RegistryError> {
+) -> Result<Workload, ObjectError> {
     let namespace = object.metadata.namespace();
     let name = format!("WorkloadEntry {namespace}/{}", object.metadata.name);
     let fail = |field: &str, message: &str| invalid(origin, &name, field, message.into());
@@ -228,10 +252,12 @@ fn spec_field(err: &ValidationError, host_field: &str, dns_host_endpoint: bool) 
     }
 }
 
-fn invalid(origin: &Origin, object: &str, field: &str, message: String) -> RegistryError {
-    RegistryError::Invalid {
-        origin: origin.to_string(),
-        detail: format!("{object}: {field}: {message}"),
+fn invalid(origin: &Origin, object: &str, field: &str, message: String) -> ObjectError {
+    ObjectError {
+        origin: origin.clone(),
+        object: object.into(),
+        field: field.into(),
+        message,
     }
 }
 

@@ -1,14 +1,28 @@
-//! A registry read from files: Istio `ServiceEntry` and `WorkloadEntry` objects in YAML or
-//! JSON files, watched for changes.
+//! Istio configuration read from YAML and JSON files, watched for changes: a service
+//! registry, a source of traffic configuration, and an offline check of both.
 //!
-//! Start with [`Config`]: name files and directories, [`Config::build`] a [`FileRegistry`],
-//! and hand it to the server as any other [`Registry`]. Its stream follows the contract on
-//! [`Event`]: a `Reset` with every good file's services, then an `Upsert` or `Remove` for each
-//! service a file change alters, and nothing for services it leaves alone.
+//! - **The File registry.** Start with [`Config`]: name files and directories,
+//!   [`Config::build`] a [`FileRegistry`], and hand it to the server as any other
+//!   [`Registry`]. It reads `ServiceEntry` and `WorkloadEntry` objects. Its stream follows the
+//!   contract on [`Event`]: a `Reset` with every good file's services, then an `Upsert` or
+//!   `Remove` for each service a file change alters, and nothing for services it leaves alone.
+//!   The rest of these docs are about it.
+//! - **The config source** ([`config`], [`ConfigDir`]): `VirtualService`, `DestinationRule`,
+//!   `Gateway` and `Sidecar` objects from the same kind of paths, like Istio's
+//!   `pilot-discovery --configDir`, as a [`wayfinder_registry::config::ConfigSource`]. Each
+//!   object is validated on its own and keeps its last good version when an edit breaks it.
+//!   The server runs it and the File registry over the same directory; each skips the other's
+//!   kinds quietly.
+//! - **The offline check** ([`check()`], for `wayfinder validate PATH...`): every file read as
+//!   both of the above read it, and every problem (parse errors, rejected objects, duplicates,
+//!   warnings, unknown kinds) listed in a [`check::Report`] with its path, document and line.
 //!
 //! Two modules are public for reuse by other readers of Istio configuration files:
 //! [`documents`] (files into typed objects, with errors that carry the path, document number
-//! and line) and [`watch`] (batches of changed files, robust to editors' save patterns).
+//! and line) and [`watch`] (batches of changed files, robust to editors' save patterns). Inside,
+//! the registry and the config source share one loop (`runner`: watch, read, keep the health
+//! of the stream true) and differ only in their model of what a file holds (`services` and
+//! `config`).
 //!
 //! # Files
 //!
@@ -17,7 +31,8 @@
 //! YAML files may hold several documents separated by `---`; a JSON file holds one object. A
 //! document may also be a `kind: List` whose `items` are objects (`kubectl get -o yaml`).
 //! Objects of `networking.istio.io/v1`, `v1beta1` and `v1alpha3` are read; other Istio kinds
-//! (VirtualService, DestinationRule, …) are skipped quietly, anything else with a warning.
+//! (VirtualService, DestinationRule, …: the config source's) are skipped quietly, anything
+//! else with a warning.
 //!
 //! # Mapping
 //!
@@ -52,26 +67,32 @@
 //! number, and when two entries disagree about a port number or name the first wins and the
 //! conflict is logged with both origins; endpoints are the union of all entries' endpoints.
 
+pub mod check;
+pub mod config;
 pub mod documents;
 pub mod watch;
 
 mod convert;
 mod istio;
 mod runner;
+mod services;
 mod view;
 
 use std::fs;
 use std::io;
 use std::path::PathBuf;
 
-use futures::StreamExt;
 use serde::Deserialize;
 use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
 
 #[cfg(doc)]
 use wayfinder_registry::{Event, RegistryError};
 
+pub use crate::check::check;
+pub use crate::config::ConfigDir;
+
 use crate::runner::Runner;
+use crate::services::Services;
 use crate::watch::Target;
 
 /// Configuration of a file registry.
@@ -89,14 +110,7 @@ impl Config {
     /// Checks that every path is a readable file or a listable directory, and builds the
     /// registry. Nothing is watched until [`Registry::watch`].
     pub fn build(self, id: RegistryId) -> Result<FileRegistry, BuildError> {
-        if self.paths.is_empty() {
-            return Err(BuildError::NoPaths);
-        }
-        let targets = self
-            .paths
-            .into_iter()
-            .map(target)
-            .collect::<Result<_, _>>()?;
+        let targets = targets(self.paths)?;
         Ok(FileRegistry { id, targets })
     }
 }
@@ -114,13 +128,7 @@ impl Registry for FileRegistry {
     }
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
-        let runner = Runner::new(self.targets, shutdown.clone());
-        futures::stream::unfold(runner, |mut runner| async move {
-            let item = runner.next().await?;
-            Some((item, runner))
-        })
-        .take_until(shutdown.cancelled_owned())
-        .boxed()
+        Runner::new(self.targets, shutdown, Services::default()).into_stream()
     }
 }
 
@@ -128,7 +136,7 @@ impl Registry for FileRegistry {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// `paths` is empty.
-    #[error("the file registry needs at least one path")]
+    #[error("no paths: at least one file or directory is needed")]
     NoPaths,
     /// A path does not exist or cannot be inspected.
     #[error("{}: {source}", path.display())]
@@ -160,6 +168,14 @@ pub enum BuildError {
         /// Why it cannot be read.
         source: io::Error,
     },
+}
+
+/// The watch targets for configured paths, checked as [`Config::build`] says.
+fn targets(paths: Vec<PathBuf>) -> Result<Vec<Target>, BuildError> {
+    if paths.is_empty() {
+        return Err(BuildError::NoPaths);
+    }
+    paths.into_iter().map(target).collect()
 }
 
 fn target(path: PathBuf) -> Result<Target, BuildError> {

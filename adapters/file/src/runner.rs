@@ -1,65 +1,91 @@
-//! The running registry: reads the files a [`Watch`] reports, keeps each file's last good
-//! contents, and turns every change of the composed view into events.
+//! The loop behind every stream this crate produces: reads the files a [`Watch`] reports,
+//! hands their bytes to a [`Model`] that keeps the last good state, and queues the model's
+//! events and errors so that the consumer's idea of the source's health stays true.
+//!
+//! The File registry ([`crate::services`]) and the config source ([`crate::config`]) differ
+//! only in their model: what a file holds, what of it survives an error, and what the events
+//! are. Watching, reading, precedence of files and the health rules (errors as items,
+//! `Recovered`, errors repeated after a change) are written once, here.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use wayfinder_registry::{CancellationToken, Event, RegistryError, ServiceKey};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use wayfinder_registry::{CancellationToken, RegistryError};
 
-use crate::convert;
-use crate::documents;
-use crate::istio::{self, IstioObject};
-use crate::view::{self, FileContents, FileKey, View};
 use crate::watch::{Target, Watch, WatchEvent};
 
-/// The state behind a [`crate::FileRegistry`]'s stream.
-pub(crate) struct Runner {
+/// Where a file stands in the precedence order: the index of the configured path that holds
+/// it, then its path (so files of one directory go in sorted order).
+pub(crate) type FileKey = (usize, PathBuf);
+
+/// The state a stream keeps over the watched files.
+pub(crate) trait Model: Send + 'static {
+    /// What the stream reports.
+    type Event: Send + 'static;
+
+    /// Takes a file's new bytes (`None`: the file is gone) and returns its errors. The model
+    /// decides what of the file's previous contents stays in force when there are errors.
+    fn apply(&mut self, file: &FileKey, bytes: Option<&[u8]>) -> Vec<RegistryError>;
+
+    /// Composes the state after a batch of [`Model::apply`] calls. Returns the events that
+    /// bring the consumer up to date (a `Reset` with everything when `first`), and every
+    /// failure of the composed state that no single file is to blame for, found afresh.
+    fn commit(&mut self, first: bool) -> (Vec<Self::Event>, Vec<RegistryError>);
+
+    /// The event that says the source works again and nothing changed.
+    fn recovered() -> Self::Event;
+}
+
+/// The state behind a stream over watched files.
+pub(crate) struct Runner<M: Model> {
     targets: Vec<Target>,
     shutdown: CancellationToken,
-    /// Started on the first poll, so that a registry never watched starts nothing.
+    /// Started on the first poll, so that a stream never polled watches nothing.
     watch: Option<Watch>,
-    /// The last good contents of every file, in precedence order.
-    files: BTreeMap<FileKey, FileContents>,
-    /// What the consumer has been told.
-    view: View,
+    model: M,
     /// Whether the first `Reset` has been queued.
     started: bool,
-    /// What is broken now: files that failed, directories that are gone, services whose
-    /// composed registration is invalid.
-    failing: BTreeMap<Source, RegistryError>,
-    /// Whether the last item sent (or queued) was an error: the consumer sees the registry
-    /// as degraded until the next `Ok` item.
+    /// Files that failed (to read, parse or validate) and directories that are gone.
+    failing: BTreeMap<PathBuf, Vec<RegistryError>>,
+    /// Failures of the composed state at the last commit.
+    composed: Vec<RegistryError>,
+    /// Whether the last item sent (or queued) was an error: the consumer sees the source as
+    /// degraded until the next `Ok` item.
     degraded: bool,
-    out: VecDeque<Result<Event, RegistryError>>,
+    out: VecDeque<Result<M::Event, RegistryError>>,
 }
 
-/// Something that can fail on its own.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Source {
-    /// A file or a watched directory.
-    Path(PathBuf),
-    /// A service whose registration, composed from several objects, is invalid.
-    Service(ServiceKey),
-}
-
-impl Runner {
-    pub(crate) fn new(targets: Vec<Target>, shutdown: CancellationToken) -> Self {
+impl<M: Model> Runner<M> {
+    pub(crate) fn new(targets: Vec<Target>, shutdown: CancellationToken, model: M) -> Self {
         Self {
             targets,
             shutdown,
             watch: None,
-            files: BTreeMap::new(),
-            view: View::new(),
+            model,
             started: false,
             failing: BTreeMap::new(),
+            composed: Vec::new(),
             degraded: false,
             out: VecDeque::new(),
         }
     }
 
+    /// The stream of items, ending promptly once the shutdown token is cancelled.
+    pub(crate) fn into_stream(self) -> BoxStream<'static, Result<M::Event, RegistryError>> {
+        let shutdown = self.shutdown.clone();
+        futures::stream::unfold(self, |mut runner| async move {
+            let item = runner.next().await?;
+            Some((item, runner))
+        })
+        .take_until(shutdown.cancelled_owned())
+        .boxed()
+    }
+
     /// The next item of the stream; `None` after shutdown.
-    pub(crate) async fn next(&mut self) -> Option<Result<Event, RegistryError>> {
+    async fn next(&mut self) -> Option<Result<M::Event, RegistryError>> {
         loop {
             if let Some(item) = self.out.pop_front() {
                 return Some(item);
@@ -70,7 +96,7 @@ impl Runner {
             match watch.next().await? {
                 WatchEvent::Changed(paths) => self.reload(&paths).await,
                 WatchEvent::Restored { path, changed } => {
-                    self.failing.remove(&Source::Path(path));
+                    self.failing.remove(&path);
                     self.reload(&changed).await;
                 }
                 WatchEvent::Unavailable { path, reason } => {
@@ -78,7 +104,7 @@ impl Runner {
                         origin: path.display().to_string(),
                         detail: format!("{reason}; its files keep their last good contents"),
                     };
-                    self.failing.insert(Source::Path(path), err.clone());
+                    self.failing.insert(path, vec![err.clone()]);
                     self.settle(Vec::new(), vec![err]);
                 }
             }
@@ -89,87 +115,71 @@ impl Runner {
     async fn reload(&mut self, paths: &[PathBuf]) {
         let mut errors = Vec::new();
         for path in paths {
-            let Some(key) = self.key_of(path) else {
+            let Some(key) = key_of(&self.targets, path) else {
                 continue;
             };
-            let source = Source::Path(path.clone());
-            let loaded = match read(path).await {
-                Ok(Some(bytes)) => load(path, &bytes).map(Some),
-                Ok(None) => Ok(None),
-                Err(err) => Err(err),
+            self.failing.remove(path);
+            let file_errors = match read(path).await {
+                Ok(bytes) => self.model.apply(&key, bytes.as_deref()),
+                // The model is not told: the file's previous contents stay in force.
+                Err(err) => vec![err],
             };
-            match loaded {
-                Ok(Some(contents)) => {
-                    self.files.insert(key, contents);
-                    self.failing.remove(&source);
-                }
-                Ok(None) => {
-                    self.files.remove(&key);
-                    self.failing.remove(&source);
-                }
-                // The file's previous contents stay in force.
-                Err(err) => {
-                    self.failing.insert(source, err.clone());
-                    errors.push(err);
-                }
+            if !file_errors.is_empty() {
+                errors.extend(file_errors.iter().cloned());
+                self.failing.insert(path.clone(), file_errors);
             }
         }
-        let (view, invalid) = view::compose(&self.files);
-        // Composed services are judged afresh each time; report only new failures.
-        let mut reported = BTreeMap::new();
-        self.failing.retain(|source, err| match source {
-            Source::Service(key) => {
-                reported.insert(key.clone(), err.clone());
-                false
-            }
-            Source::Path(_) => true,
-        });
-        for (key, err) in invalid {
-            if reported.get(&key) != Some(&err) {
-                errors.push(err.clone());
-            }
-            self.failing.insert(Source::Service(key), err);
-        }
-        let events = if self.started {
-            view::diff(&self.view, &view)
-        } else {
-            self.started = true;
-            vec![Event::Reset(view.values().cloned().collect())]
-        };
-        self.view = view;
+        let first = !self.started;
+        self.started = true;
+        let (events, composed) = self.model.commit(first);
+        // The composed state is judged afresh each time; report only new failures.
+        errors.extend(
+            composed
+                .iter()
+                .filter(|err| !self.composed.contains(err))
+                .cloned(),
+        );
+        self.composed = composed;
         self.settle(events, errors);
     }
 
-    /// Queues `events`, then `errors`, keeping the consumer's idea of the registry's health
-    /// (which follows the last item) true: an `Event::Recovered` when everything works again
-    /// and nothing else would say so, and the errors still outstanding when a change would
+    /// Queues `events`, then `errors`, keeping the consumer's idea of the source's health
+    /// (which follows the last item) true: a `Recovered` when everything works again and
+    /// nothing else would say so, and the errors still outstanding when a change would
     /// otherwise read as a recovery.
-    fn settle(&mut self, events: Vec<Event>, errors: Vec<RegistryError>) {
+    fn settle(&mut self, events: Vec<M::Event>, errors: Vec<RegistryError>) {
         let changed = !events.is_empty();
         self.out.extend(events.into_iter().map(Ok));
         if !errors.is_empty() {
             self.degraded = true;
             self.out.extend(errors.into_iter().map(Err));
         } else if self.degraded {
-            if self.failing.is_empty() {
+            let outstanding: Vec<RegistryError> = self
+                .failing
+                .values()
+                .flatten()
+                .chain(&self.composed)
+                .cloned()
+                .collect();
+            if outstanding.is_empty() {
                 self.degraded = false;
                 if !changed {
-                    self.out.push_back(Ok(Event::Recovered));
+                    self.out.push_back(Ok(M::recovered()));
                 }
             } else if changed {
-                self.out.extend(self.failing.values().cloned().map(Err));
+                self.out.extend(outstanding.into_iter().map(Err));
             }
         }
     }
+}
 
-    /// The precedence of a file: the first configured path that holds it.
-    fn key_of(&self, path: &Path) -> Option<FileKey> {
-        let index = self.targets.iter().position(|target| match target {
-            Target::File(file) => file == path,
-            Target::Dir(dir) => path.parent() == Some(dir.as_path()),
-        })?;
-        Some((index, path.to_path_buf()))
-    }
+/// The precedence of a file: the first configured path that holds it.
+fn key_of(targets: &[Target], path: &Path) -> Option<FileKey> {
+    let index = targets.iter().position(|target| match target {
+        Target::File(file) => file == path,
+        Target::Dir(dir) => path.parent() == Some(dir.as_path()),
+    })?;
+    Some((index, path.to_path_buf()))
 }
 
 /// The bytes of a file, or `None` when it is gone (or is now a directory).
@@ -189,46 +199,4 @@ async fn read(path: &Path) -> Result<Option<Vec<u8>>, RegistryError> {
             detail: format!("cannot read the file: {err}; its last good contents stay"),
         }),
     }
-}
-
-/// Parses, maps and validates one file; any failure rejects the whole file.
-pub(crate) fn load(path: &Path, bytes: &[u8]) -> Result<FileContents, RegistryError> {
-    let parsed =
-        documents::parse::<IstioObject>(path, bytes).map_err(|err| RegistryError::Malformed {
-            origin: err.origin.to_string(),
-            detail: err.message,
-        })?;
-    let mut contents = FileContents::default();
-    for item in parsed {
-        match &item.object {
-            Some(IstioObject::ServiceEntry(object)) => {
-                contents
-                    .entries
-                    .push(convert::service_entry(&item.origin, object)?);
-            }
-            Some(IstioObject::WorkloadEntry(object)) => {
-                contents
-                    .workloads
-                    .push(convert::workload_entry(&item.origin, object)?);
-            }
-            None if istio::is_networking(&item.meta) => {
-                tracing::debug!(
-                    "{}: skipping {}: read by the config store",
-                    item.origin,
-                    item.meta
-                );
-            }
-            None => {
-                tracing::warn!(
-                    "{}: skipping {}: the file registry reads only ServiceEntry and \
-                     WorkloadEntry of {}/{{{}}}",
-                    item.origin,
-                    item.meta,
-                    istio::GROUP,
-                    istio::VERSIONS.join(","),
-                );
-            }
-        }
-    }
-    Ok(contents)
 }

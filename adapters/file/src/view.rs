@@ -7,14 +7,14 @@
 
 use std::collections::btree_map::Entry as Slot;
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
 
 use wayfinder_registry::{
-    Endpoint, Event, Labels, Port, Registration, RegistryError, Resolution, Service, ServiceKey,
+    Endpoint, Event, Labels, Port, Registration, Resolution, Service, ServiceKey,
 };
 
-use crate::convert::{Entry, Workload};
+use crate::convert::{Entry, ObjectError, Workload};
 use crate::documents::Origin;
+use crate::runner::FileKey;
 
 /// The objects of one good file, in document order.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,10 +22,6 @@ pub(crate) struct FileContents {
     pub(crate) entries: Vec<Entry>,
     pub(crate) workloads: Vec<Workload>,
 }
-
-/// Where a file stands in the precedence order: the index of the configured path that holds
-/// it, then its path (so files of one directory go in sorted order).
-pub(crate) type FileKey = (usize, PathBuf);
 
 /// The registry's view: one normalized registration per service.
 pub(crate) type View = BTreeMap<ServiceKey, Registration>;
@@ -37,7 +33,7 @@ pub(crate) type View = BTreeMap<ServiceKey, Registration>;
 /// read, so this is a safety net rather than an expected outcome.
 pub(crate) fn compose(
     files: &BTreeMap<FileKey, FileContents>,
-) -> (View, Vec<(ServiceKey, RegistryError)>) {
+) -> (View, Vec<(ServiceKey, ObjectError)>) {
     let workloads: Vec<&Workload> = files.values().flat_map(|f| &f.workloads).collect();
     let mut merged: BTreeMap<ServiceKey, Merging<'_>> = BTreeMap::new();
     for entry in files.values().flat_map(|f| &f.entries) {
@@ -67,19 +63,20 @@ pub(crate) fn compose(
     let mut view = View::new();
     let mut errors = Vec::new();
     for (key, merging) in merged {
-        let origin = merging.origin.to_string();
         let registration = Registration::new(merging.service, merging.endpoints).normalized();
         match registration.validate() {
             Ok(()) => {
                 view.insert(key, registration);
             }
-            Err(err) => errors.push((
-                key,
-                RegistryError::Invalid {
-                    origin,
-                    detail: err.to_string(),
-                },
-            )),
+            Err(err) => {
+                let error = ObjectError {
+                    origin: merging.origin.clone(),
+                    object: format!("service {}", err.key),
+                    field: err.field,
+                    message: err.message,
+                };
+                errors.push((key, error));
+            }
         }
     }
     (view, errors)

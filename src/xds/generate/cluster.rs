@@ -1,8 +1,10 @@
 //! Clusters for Envoy proxies: one per service port, plus Istio's catch-all clusters.
 
+use wayfinder_registry::config::{DestinationRule, Subset};
 use wayfinder_registry::{Port, Protocol, Resolution};
 
 use super::endpoint;
+use super::policy::{HttpOptions, Policy};
 use super::proto::{ads, any, seconds, u32_value};
 use crate::snapshot::MergedService;
 use crate::xds::names;
@@ -58,15 +60,37 @@ pub(super) fn catch_all() -> ResourceSet {
     set
 }
 
-/// The cluster `outbound|<port>||<host>` and, for EDS clusters, its load assignment.
+/// The clusters of one service port: `outbound|<port>||<host>` and, for each subset of the
+/// DestinationRule that applies, `outbound|<port>|<subset>|<host>`, each with its load
+/// assignment when it is an EDS cluster.
 ///
 /// The cluster type follows the service's resolution as in Istio: client-side → EDS, DNS →
 /// STRICT_DNS, DNS round robin → LOGICAL_DNS (one endpoint: Envoy allows no more), passthrough
-/// → ORIGINAL_DST. Load balancing is LEAST_REQUEST (Istio's default since 1.14), circuit
-/// breakers are unlimited (Envoy's default of 3 retries caused 503s in pod churn), HTTP/2 and
-/// gRPC ports talk HTTP/2 upstream.
-pub(super) fn outbound(svc: &MergedService, port: &Port) -> (Resource, Option<Resource>) {
-    let name = names::outbound_cluster(port.number, "", &svc.service.hostname);
+/// → ORIGINAL_DST (also for a `PASSTHROUGH` load balancer). Without a rule, load balancing is
+/// LEAST_REQUEST (Istio's default since 1.14) and circuit breakers are unlimited (Envoy's
+/// default of 3 retries caused 503s in pod churn); HTTP/2 and gRPC ports talk HTTP/2 upstream.
+/// A subset's endpoints are those whose labels include the subset's labels.
+pub(super) fn outbound(
+    svc: &MergedService,
+    port: &Port,
+    rule: Option<&DestinationRule>,
+) -> Vec<(Resource, Option<Resource>)> {
+    let subsets = rule.map(|r| r.subsets.as_slice()).unwrap_or_default();
+    std::iter::once(None)
+        .chain(subsets.iter().map(Some))
+        .map(|subset| one(svc, port, rule, subset))
+        .collect()
+}
+
+fn one(
+    svc: &MergedService,
+    port: &Port,
+    rule: Option<&DestinationRule>,
+    subset: Option<&Subset>,
+) -> (Resource, Option<Resource>) {
+    let subset_name = subset.map_or("", |s| s.name.as_str());
+    let name = names::outbound_cluster(port.number, subset_name, &svc.service.hostname);
+    let labels = subset.map(|s| &s.labels);
     let mut cluster = Cluster {
         name: name.clone(),
         connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
@@ -74,23 +98,23 @@ pub(super) fn outbound(svc: &MergedService, port: &Port) -> (Resource, Option<Re
         circuit_breakers: Some(unlimited()),
         ..Default::default()
     };
-    if port.protocol.is_http2() {
-        let options = HttpProtocolOptions {
-            upstream_protocol_options: Some(http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
-                http_protocol_options::ExplicitHttpConfig {
-                    protocol_config: Some(http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
-                        Default::default(),
-                    )),
-                },
-            )),
-            ..Default::default()
-        };
+    let policy = Policy::new(rule, port.number, subset);
+    let mut http = HttpOptions {
+        http2: port.protocol.is_http2(),
+        ..HttpOptions::default()
+    };
+    policy.apply(&mut cluster, &mut http);
+    if let Some(options) = http_options(http) {
         cluster
             .typed_extension_protocol_options
             .insert(HTTP_PROTOCOL_OPTIONS.into(), any(&options));
     }
     let mut cla = None;
     match svc.service.resolution {
+        _ if policy.passthrough() => {
+            cluster.cluster_discovery_type = discovery(DiscoveryType::OriginalDst);
+            cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+        }
         Resolution::ClientSideLb => {
             cluster.cluster_discovery_type = discovery(DiscoveryType::Eds);
             cluster.eds_cluster_config = Some(EdsClusterConfig {
@@ -98,12 +122,12 @@ pub(super) fn outbound(svc: &MergedService, port: &Port) -> (Resource, Option<Re
                 service_name: name.clone(),
             });
             let assignment =
-                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All);
+                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All, labels);
             cla = Some(Resource::encode(name.as_str(), &assignment));
         }
         Resolution::Dns | Resolution::DnsRoundRobin => {
             let mut assignment =
-                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All);
+                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All, labels);
             // LOGICAL_DNS takes exactly one host; with none, Envoy would reject the cluster.
             let logical = svc.service.resolution == Resolution::DnsRoundRobin
                 && !assignment.endpoints.is_empty();
@@ -125,6 +149,34 @@ pub(super) fn outbound(svc: &MergedService, port: &Port) -> (Resource, Option<Re
         }
     }
     (Resource::encode(name, &cluster), cla)
+}
+
+/// The upstream HTTP options entry, when there is anything to say: HTTP/2 for HTTP/2 and gRPC
+/// ports, and the connection pool's common HTTP settings.
+fn http_options(http: HttpOptions) -> Option<HttpProtocolOptions> {
+    use http_protocol_options::explicit_http_config::ProtocolConfig;
+    if !http.http2 && http.common.is_none() {
+        return None;
+    }
+    let protocol = if http.http2 {
+        ProtocolConfig::Http2ProtocolOptions(crate::xds::pb::core::Http2ProtocolOptions {
+            max_concurrent_streams: http.max_concurrent_streams.and_then(u32_value),
+            ..Default::default()
+        })
+    } else {
+        ProtocolConfig::HttpProtocolOptions(Default::default())
+    };
+    Some(HttpProtocolOptions {
+        common_http_protocol_options: http.common,
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(protocol),
+                },
+            ),
+        ),
+        ..Default::default()
+    })
 }
 
 pub(super) fn discovery(kind: DiscoveryType) -> Option<ClusterDiscoveryType> {

@@ -21,13 +21,14 @@ pub(super) enum Include {
     Healthy,
 }
 
-/// The endpoints of `svc` that serve `port`, grouped by locality (in locality order, so equal
+/// The endpoints of `svc` that serve `port` (and carry every label of `subset`), grouped by locality (in locality order, so equal
 /// content encodes equally). A locality's weight is the sum of its endpoints' weights.
 pub(super) fn load_assignment(
     name: &str,
     svc: &MergedService,
     port: u16,
     include: Include,
+    subset: Option<&BTreeMap<String, String>>,
 ) -> ClusterLoadAssignment {
     let mut by_locality: BTreeMap<&Locality, Vec<LbEndpoint>> = BTreeMap::new();
     for view in &svc.endpoints {
@@ -36,6 +37,14 @@ pub(super) fn load_assignment(
         };
         let ep = &view.endpoint;
         if include == Include::Healthy && ep.health != Health::Healthy {
+            continue;
+        }
+        let in_subset = |labels: &BTreeMap<String, String>| {
+            labels
+                .iter()
+                .all(|(k, v)| ep.labels.get(k.as_str()).is_some_and(|have| **have == **v))
+        };
+        if subset.is_some_and(|labels| !in_subset(labels)) {
             continue;
         }
         let health = match ep.health {

@@ -53,7 +53,8 @@ pub(super) fn service_resources(svc: &MergedService) -> ServiceResources {
         };
         out.clusters
             .push(Arc::new(Resource::encode(cluster_name.as_str(), &c)));
-        let cla = endpoint::load_assignment(&cluster_name, svc, port.number, Include::Healthy);
+        let cla =
+            endpoint::load_assignment(&cluster_name, svc, port.number, Include::Healthy, None);
         out.endpoints
             .push(Arc::new(Resource::encode(cluster_name.as_str(), &cla)));
         let name = format!("{}:{}", svc.service.hostname, port.number);

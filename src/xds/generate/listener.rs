@@ -159,10 +159,32 @@ fn http_manager(stat_prefix: &str, port: u16) -> Filter {
             config_source: ads(),
             route_config_name: port.to_string(),
         })),
-        http_filters: vec![router_filter()],
+        http_filters: mesh_http_filters(),
         ..Default::default()
     };
     network_filter("envoy.filters.network.http_connection_manager", any(&hcm))
+}
+
+/// The HTTP filters of sidecar and gateway connection managers, as Istio orders them: CORS,
+/// fault injection, then the router. CORS and fault do nothing unless a route configures them
+/// (VirtualService `corsPolicy`, `fault`).
+pub(super) fn mesh_http_filters() -> Vec<HttpFilter> {
+    let filter = |name: &str, config: crate::xds::pb::protobuf::Any| HttpFilter {
+        name: name.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    };
+    vec![
+        filter(
+            super::route::http::CORS_FILTER,
+            any(&crate::xds::pb::cors::Cors::default()),
+        ),
+        filter(
+            super::route::http::FAULT_FILTER,
+            any(&crate::xds::pb::fault::HttpFault::default()),
+        ),
+        router_filter(),
+    ]
 }
 
 /// The router filter, last in every HTTP filter chain.

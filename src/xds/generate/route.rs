@@ -1,29 +1,32 @@
 //! Outbound route configurations for sidecars: one per HTTP port, named by the port.
 
+pub(crate) mod http;
+
 use std::collections::{BTreeMap, HashSet};
 
+use wayfinder_registry::config::Destination;
+
+use super::Ctx;
 use super::domains;
-use super::proto::{any, seconds, u32_value};
-use crate::snapshot::{MergedService, Visible};
+use super::policy::{Policy, add_hash_policies};
+use crate::snapshot::MergedService;
+use crate::snapshot::rules::resolve_host;
 use crate::xds::names;
-use crate::xds::pb::previous_hosts::PreviousHostsPredicate;
 use crate::xds::pb::route::{
-    RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, retry_policy,
-    route, route_action, route_match,
+    Route, RouteConfiguration, RouteMatch, VirtualHost, route, route_action,
+    route_action::HashPolicy, route_match,
 };
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
-/// Istio's default retry policy (`MeshConfig.defaultHttpRetryPolicy` unset).
-const RETRY_ON: &str =
-    "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
-
 /// Route configuration `"<port>"` for every HTTP port of the visible services: a virtual host
 /// `<host>:<port>` per service with Istio's domain expansion relative to `proxy_domain`, and
-/// the catch-all `allow_any` host to `PassthroughCluster`. A domain two services would claim
+/// the catch-all `allow_any` host to `PassthroughCluster`. A service with a VirtualService
+/// bound to the mesh gets that VirtualService's rules (those that apply on the port; if none
+/// does, the default route); others get the default route. A domain two services would claim
 /// goes to the first by hostname: Envoy rejects a configuration that repeats a domain.
-pub(super) fn outbound(visible: &Visible<'_>, proxy_domain: &str) -> ResourceSet {
+pub(super) fn outbound(ctx: &Ctx<'_>, proxy_domain: &str) -> ResourceSet {
     let mut by_port: BTreeMap<u16, Vec<&MergedService>> = BTreeMap::new();
-    for svc in visible {
+    for svc in &ctx.visible {
         for port in svc.service.ports.iter().filter(|p| p.protocol.is_http()) {
             by_port.entry(port.number).or_default().push(svc);
         }
@@ -32,6 +35,7 @@ pub(super) fn outbound(visible: &Visible<'_>, proxy_domain: &str) -> ResourceSet
     for (port, services) in by_port {
         let name = port.to_string();
         let mut taken = HashSet::new();
+        let mut unordered = false;
         let mut virtual_hosts: Vec<VirtualHost> = services
             .iter()
             .filter_map(|svc| {
@@ -44,11 +48,12 @@ pub(super) fn outbound(visible: &Visible<'_>, proxy_domain: &str) -> ResourceSet
                 if domains.is_empty() {
                     return None;
                 }
-                let cluster = names::outbound_cluster(port, "", host);
+                let routes = service_routes(ctx, svc, port);
+                unordered |= routes.iter().any(http::has_unordered_maps);
                 Some(VirtualHost {
                     name: format!("{host}:{port}"),
                     domains,
-                    routes: vec![default_route(cluster)],
+                    routes,
                     ..Default::default()
                 })
             })
@@ -65,9 +70,41 @@ pub(super) fn outbound(visible: &Visible<'_>, proxy_domain: &str) -> ResourceSet
             validate_clusters: Some(crate::xds::pb::protobuf::BoolValue { value: false }),
             ..Default::default()
         };
-        insert(&mut set, Resource::encode(name, &config));
+        let resource = if unordered {
+            Resource::encode_unordered(name, &config)
+        } else {
+            Resource::encode(name, &config)
+        };
+        insert(&mut set, resource);
     }
     set
+}
+
+/// The routes for one service on one port.
+fn service_routes(ctx: &Ctx<'_>, svc: &MergedService, port: u16) -> Vec<Route> {
+    let host = &svc.service.hostname;
+    if let Some((meta, vs)) = ctx.model.config.mesh_virtual_service(
+        host,
+        &svc.service.namespace,
+        ctx.namespace,
+        ctx.domain,
+    ) {
+        let dest = Destinations {
+            ctx,
+            namespace: &meta.namespace,
+            port,
+        };
+        let routes = http::routes(&vs.http, port, &dest);
+        if !routes.is_empty() {
+            return routes;
+        }
+    }
+    let mut route = default_route(names::outbound_cluster(port, "", host));
+    if let Some(route::Action::Route(action)) = &mut route.action {
+        let rule = ctx.rule(svc).map(|(_, dr)| dr);
+        add_hash_policies(action, Policy::new(rule, port, None).hash_policies());
+    }
+    vec![route]
 }
 
 /// A route for every path to `cluster`, with Istio's defaults: no timeout and its default retry
@@ -79,24 +116,7 @@ pub(super) fn default_route(cluster: String) -> Route {
             path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
             ..Default::default()
         }),
-        action: Some(route::Action::Route(RouteAction {
-            cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(cluster)),
-            timeout: seconds(0),
-            retry_policy: Some(RetryPolicy {
-                retry_on: RETRY_ON.into(),
-                num_retries: u32_value(2),
-                retry_host_predicate: vec![retry_policy::RetryHostPredicate {
-                    name: "envoy.retry_host_predicates.previous_hosts".into(),
-                    config_type: Some(retry_policy::retry_host_predicate::ConfigType::TypedConfig(
-                        any(&PreviousHostsPredicate {}),
-                    )),
-                }],
-                host_selection_retry_max_attempts: 5,
-                retriable_status_codes: vec![503],
-                ..Default::default()
-            }),
-            ..Default::default()
-        })),
+        action: Some(http::default_action(cluster)),
         ..Default::default()
     }
 }
@@ -108,10 +128,52 @@ pub(super) fn grpc_route(cluster: String) -> Route {
             path_specifier: Some(route_match::PathSpecifier::Prefix(String::new())),
             ..Default::default()
         }),
-        action: Some(route::Action::Route(RouteAction {
+        action: Some(route::Action::Route(crate::xds::pb::route::RouteAction {
             cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(cluster)),
             ..Default::default()
         })),
         ..Default::default()
+    }
+}
+
+/// Resolves the destinations of one VirtualService for one listener port: cluster names, and
+/// the hash policies consistent hashing in their DestinationRules needs.
+pub(crate) struct Destinations<'a> {
+    ctx: &'a Ctx<'a>,
+    /// Namespace of the VirtualService: short destination hosts are relative to it.
+    namespace: &'a str,
+    /// Port of the listener: the destination port when neither the rule nor the service says.
+    port: u16,
+}
+
+impl Destinations<'_> {
+    /// `outbound|<port>|<subset>|<host>` for a destination. The port is the destination's, else
+    /// the service's only port, else the listener's.
+    pub(crate) fn cluster(&self, d: &Destination) -> String {
+        let (host, port, _) = self.resolve(d);
+        names::outbound_cluster(port, &d.subset, &host)
+    }
+
+    /// Hash policies from the DestinationRule of a destination's service.
+    pub(crate) fn hash_policies(&self, d: &Destination) -> Vec<HashPolicy> {
+        let (_, port, svc) = self.resolve(d);
+        let Some(svc) = svc else { return Vec::new() };
+        let rule = self.ctx.rule(svc).map(|(_, dr)| dr);
+        let subset = rule.and_then(|r| r.subsets.iter().find(|s| s.name == d.subset));
+        Policy::new(rule, port, subset).hash_policies()
+    }
+
+    fn resolve(&self, d: &Destination) -> (String, u16, Option<&MergedService>) {
+        let host = resolve_host(&d.host, self.namespace, self.ctx.domain);
+        let svc = self.ctx.service(&host);
+        let explicit = d
+            .port
+            .and_then(|p| u16::try_from(p.number).ok())
+            .filter(|p| *p != 0);
+        let only = svc.and_then(|s| match s.service.ports.as_slice() {
+            [one] => Some(one.number),
+            _ => None,
+        });
+        (host, explicit.or(only).unwrap_or(self.port), svc)
     }
 }

@@ -44,6 +44,7 @@ pub(crate) async fn start_with(registries: Vec<Box<dyn Registry>>) -> Running {
     };
     server::start(server::Config {
         registries,
+        config_sources: Vec::new(),
         settings,
         domain: "cluster.local".into(),
         grpc_addr: loopback,

@@ -7,7 +7,7 @@ use std::path::Path;
 use wayfinder_registry::{Health, ServiceKey};
 
 use super::*;
-use crate::runner::load;
+use crate::services::load;
 use crate::view::{FileContents, compose};
 
 fn contents(name: &str, text: &str) -> Result<FileContents, RegistryError> {

@@ -5,7 +5,7 @@ use std::path::Path;
 use wayfinder_registry::Protocol;
 
 use super::*;
-use crate::runner::load;
+use crate::services::load;
 
 /// Files in precedence order: `(configured path index, file name, text)`.
 fn files(list: &[(usize, &str, &str)]) -> BTreeMap<FileKey, FileContents> {

@@ -1,0 +1,191 @@
+//! Istio traffic configuration, and the contract of the sources that provide it.
+//!
+//! The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and `v1alpha3` share
+//! one schema) for the kinds that shape what proxies are served: [`VirtualService`],
+//! [`DestinationRule`], [`Gateway`] and [`Sidecar`]. Field names and enum values are Istio's, so
+//! the YAML users already have deserializes as is; every field Istio defines is accepted (an
+//! unknown one is an error that names it), including fields wayfinder does not act on yet,
+//! which [`validate`] reports as warnings.
+//!
+//! A [`ConfigSource`] (a watched directory, later the Kubernetes API) produces a stream of
+//! [`ConfigEvent`]s with the same contract as a registry's [`crate::Event`]s: the first item
+//! is a `Reset`, errors are items, a rejected object keeps its last good version.
+
+mod common;
+mod destination_rule;
+mod gateway;
+mod sidecar;
+pub mod validate;
+mod virtual_service;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::RegistryError;
+
+pub use common::{
+    Destination, Duration, HeaderOperations, Headers, Opaque, Percent, PortSelector, StringMatch,
+    WorkloadSelector,
+};
+pub use destination_rule::*;
+pub use gateway::*;
+pub use sidecar::*;
+pub use virtual_service::*;
+
+/// The kinds of configuration wayfinder reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Kind {
+    /// `VirtualService`: routing.
+    VirtualService,
+    /// `DestinationRule`: subsets and traffic policy.
+    DestinationRule,
+    /// `Gateway`: listeners of gateway proxies.
+    Gateway,
+    /// `Sidecar`: what a sidecar sees.
+    Sidecar,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 4] = [
+        Kind::VirtualService,
+        Kind::DestinationRule,
+        Kind::Gateway,
+        Kind::Sidecar,
+    ];
+
+    /// The kind's name in YAML.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::VirtualService => "VirtualService",
+            Kind::DestinationRule => "DestinationRule",
+            Kind::Gateway => "Gateway",
+            Kind::Sidecar => "Sidecar",
+        }
+    }
+
+    /// The kind for a YAML `kind`, if wayfinder reads it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What identifies a configuration object: kind, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ConfigKey {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its namespace.
+    pub namespace: Arc<str>,
+    /// Its name.
+    pub name: Arc<str>,
+}
+
+impl fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Object metadata wayfinder uses.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConfigMeta {
+    /// Name.
+    pub name: Arc<str>,
+    /// Namespace (`default` when the source had none).
+    pub namespace: Arc<str>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Where the object came from, for messages: `path: document N (line L)`, or an API path.
+    pub origin: Arc<str>,
+}
+
+/// A configuration object's spec, by kind.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+// Objects live behind an `Arc`, so the size difference between kinds costs nothing; boxing the
+// large variant would only add an indirection.
+#[allow(clippy::large_enum_variant)]
+pub enum ConfigSpec {
+    /// A `VirtualService`.
+    VirtualService(VirtualService),
+    /// A `DestinationRule`.
+    DestinationRule(DestinationRule),
+    /// A `Gateway`.
+    Gateway(Gateway),
+    /// A `Sidecar`.
+    Sidecar(Sidecar),
+}
+
+/// One configuration object.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConfigObject {
+    /// Metadata.
+    pub meta: ConfigMeta,
+    /// The spec.
+    pub spec: ConfigSpec,
+}
+
+impl ConfigObject {
+    /// The object's kind.
+    pub fn kind(&self) -> Kind {
+        match self.spec {
+            ConfigSpec::VirtualService(_) => Kind::VirtualService,
+            ConfigSpec::DestinationRule(_) => Kind::DestinationRule,
+            ConfigSpec::Gateway(_) => Kind::Gateway,
+            ConfigSpec::Sidecar(_) => Kind::Sidecar,
+        }
+    }
+
+    /// The object's key.
+    pub fn key(&self) -> ConfigKey {
+        ConfigKey {
+            kind: self.kind(),
+            namespace: self.meta.namespace.clone(),
+            name: self.meta.name.clone(),
+        }
+    }
+}
+
+/// What a configuration source reports. The contract is the one written on [`crate::Event`]:
+/// the first item is a `Reset` (which replaces everything the source said before), `Upsert`
+/// carries a whole object, errors are items, and a source that works again without a change
+/// sends `Recovered`. Sources send only objects that passed [`validate::validate`]; an object
+/// that fails keeps its last good version.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigEvent {
+    /// Every object of the source.
+    Reset(Vec<Arc<ConfigObject>>),
+    /// One object, new or changed.
+    Upsert(Arc<ConfigObject>),
+    /// One object is gone.
+    Remove(ConfigKey),
+    /// The source works again after errors and nothing changed meanwhile.
+    Recovered,
+}
+
+/// The stream a configuration source produces.
+pub type ConfigStream = Pin<Box<dyn Stream<Item = Result<ConfigEvent, RegistryError>> + Send>>;
+
+/// A source of configuration: a directory of files, the Kubernetes API.
+pub trait ConfigSource: Send {
+    /// The source's name for logs and debug pages (`config-dir`, `Kubernetes`).
+    fn name(&self) -> &str;
+
+    /// Starts watching; the stream ends soon after `shutdown` is cancelled.
+    fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream;
+}

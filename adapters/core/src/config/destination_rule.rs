@@ -1,0 +1,349 @@
+//! `DestinationRule`: subsets of a service and how clients talk to it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{Duration, Opaque, PortSelector, WorkloadSelector};
+
+/// Policy for traffic to one host (Istio `networking.istio.io/v1` `DestinationRule`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DestinationRule {
+    /// The host; a short name is relative to the object's namespace; `*.example.com` wildcards
+    /// apply to every matching host not covered by a more specific rule.
+    pub host: String,
+    /// Policy for every port and subset unless overridden.
+    #[serde(default)]
+    pub traffic_policy: Option<TrafficPolicy>,
+    /// Named groups of endpoints, selected by labels.
+    #[serde(default)]
+    pub subsets: Vec<Subset>,
+    /// Namespaces that see this rule.
+    #[serde(default)]
+    pub export_to: Vec<String>,
+    /// Workloads this rule applies to (not supported yet).
+    #[serde(default)]
+    pub workload_selector: Option<WorkloadSelector>,
+}
+
+/// A named group of endpoints.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Subset {
+    /// Name, used in cluster names `outbound|port|NAME|host`.
+    pub name: String,
+    /// Labels an endpoint must have.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Policy for this subset, merged over the rule's.
+    #[serde(default)]
+    pub traffic_policy: Option<TrafficPolicy>,
+}
+
+/// How clients talk to a service.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrafficPolicy {
+    /// Load balancing.
+    #[serde(default)]
+    pub load_balancer: Option<LoadBalancerSettings>,
+    /// Connection limits.
+    #[serde(default)]
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    /// Ejection of failing endpoints.
+    #[serde(default)]
+    pub outlier_detection: Option<OutlierDetection>,
+    /// TLS to the service.
+    #[serde(default)]
+    pub tls: Option<ClientTlsSettings>,
+    /// Per-port overrides.
+    #[serde(default)]
+    pub port_level_settings: Vec<PortTrafficPolicy>,
+    /// Tunnelling (not supported yet).
+    #[serde(default)]
+    pub tunnel: Option<Opaque>,
+    /// PROXY protocol (not supported yet).
+    #[serde(default)]
+    pub proxy_protocol: Option<Opaque>,
+}
+
+/// Per-port policy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PortTrafficPolicy {
+    /// The port.
+    #[serde(default)]
+    pub port: Option<PortSelector>,
+    /// Load balancing.
+    #[serde(default)]
+    pub load_balancer: Option<LoadBalancerSettings>,
+    /// Connection limits.
+    #[serde(default)]
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    /// Ejection of failing endpoints.
+    #[serde(default)]
+    pub outlier_detection: Option<OutlierDetection>,
+    /// TLS to the service.
+    #[serde(default)]
+    pub tls: Option<ClientTlsSettings>,
+}
+
+/// Load balancing: a simple algorithm or consistent hashing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadBalancerSettings {
+    /// A simple algorithm.
+    #[serde(default)]
+    pub simple: Option<SimpleLb>,
+    /// Consistent hashing.
+    #[serde(default)]
+    pub consistent_hash: Option<ConsistentHash>,
+    /// Locality-aware balancing (not supported yet).
+    #[serde(default)]
+    pub locality_lb_setting: Option<Opaque>,
+    /// Slow start, in seconds form (deprecated by `warmup`).
+    #[serde(default)]
+    pub warmup_duration_secs: Option<Duration>,
+    /// Slow start (not supported yet).
+    #[serde(default)]
+    pub warmup: Option<Opaque>,
+}
+
+/// Simple load-balancing algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SimpleLb {
+    /// Istio's default (LEAST_REQUEST).
+    Unspecified,
+    /// Random.
+    Random,
+    /// Forward to the address the client dialed.
+    Passthrough,
+    /// Round robin.
+    RoundRobin,
+    /// Fewest requests in flight.
+    LeastRequest,
+    /// Deprecated name of `LEAST_REQUEST`.
+    LeastConn,
+}
+
+/// Consistent hashing on a request property.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConsistentHash {
+    /// Hash on this header.
+    #[serde(default)]
+    pub http_header_name: Option<String>,
+    /// Hash on this cookie (created with `ttl` if missing).
+    #[serde(default)]
+    pub http_cookie: Option<HttpCookie>,
+    /// Hash on the client's IP.
+    #[serde(default)]
+    pub use_source_ip: Option<bool>,
+    /// Hash on this query parameter.
+    #[serde(default)]
+    pub http_query_parameter_name: Option<String>,
+    /// Ring hash settings.
+    #[serde(default)]
+    pub ring_hash: Option<RingHash>,
+    /// Maglev settings.
+    #[serde(default)]
+    pub maglev: Option<Maglev>,
+    /// Deprecated ring size.
+    #[serde(default)]
+    pub minimum_ring_size: Option<u64>,
+}
+
+/// A hashing cookie.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpCookie {
+    /// Name.
+    pub name: String,
+    /// Path.
+    #[serde(default)]
+    pub path: String,
+    /// Lifetime of a generated cookie.
+    #[serde(default)]
+    pub ttl: Option<Duration>,
+    /// Cookie attributes (not supported yet).
+    #[serde(default)]
+    pub attributes: Vec<Opaque>,
+}
+
+/// Ring hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RingHash {
+    /// Minimum ring size.
+    #[serde(default)]
+    pub minimum_ring_size: Option<u64>,
+}
+
+/// Maglev.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Maglev {
+    /// Table size (a prime).
+    #[serde(default)]
+    pub table_size: Option<u64>,
+}
+
+/// Connection limits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionPoolSettings {
+    /// TCP limits.
+    #[serde(default)]
+    pub tcp: Option<TcpSettings>,
+    /// HTTP limits.
+    #[serde(default)]
+    pub http: Option<HttpSettings>,
+}
+
+/// TCP limits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TcpSettings {
+    /// Most connections to the service.
+    #[serde(default)]
+    pub max_connections: Option<u32>,
+    /// Connection timeout.
+    #[serde(default)]
+    pub connect_timeout: Option<Duration>,
+    /// Keepalive.
+    #[serde(default)]
+    pub tcp_keepalive: Option<TcpKeepalive>,
+    /// Longest a connection lives.
+    #[serde(default)]
+    pub max_connection_duration: Option<Duration>,
+    /// Idle timeout.
+    #[serde(default)]
+    pub idle_timeout: Option<Duration>,
+}
+
+/// TCP keepalive.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TcpKeepalive {
+    /// Probes before the connection is dead.
+    #[serde(default)]
+    pub probes: Option<u32>,
+    /// Idle time before probing.
+    #[serde(default)]
+    pub time: Option<Duration>,
+    /// Between probes.
+    #[serde(default)]
+    pub interval: Option<Duration>,
+}
+
+/// HTTP limits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Most requests waiting for a connection.
+    #[serde(default)]
+    pub http1_max_pending_requests: Option<u32>,
+    /// Most requests in flight.
+    #[serde(default)]
+    pub http2_max_requests: Option<u32>,
+    /// Requests per connection.
+    #[serde(default)]
+    pub max_requests_per_connection: Option<u32>,
+    /// Most retries in flight.
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// Idle timeout.
+    #[serde(default)]
+    pub idle_timeout: Option<Duration>,
+    /// Upgrade HTTP/1.1 to HTTP/2 (`DEFAULT`, `DO_NOT_UPGRADE`, `UPGRADE`; not supported yet).
+    #[serde(default)]
+    pub h2_upgrade_policy: Option<String>,
+    /// Use the client's protocol upstream (not supported yet).
+    #[serde(default)]
+    pub use_client_protocol: Option<bool>,
+    /// Most concurrent streams per HTTP/2 connection.
+    #[serde(default)]
+    pub max_concurrent_streams: Option<u32>,
+}
+
+/// Ejection of failing endpoints.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutlierDetection {
+    /// Count local-origin failures separately.
+    #[serde(default)]
+    pub split_external_local_origin_errors: Option<bool>,
+    /// Local-origin failures before ejection.
+    #[serde(default)]
+    pub consecutive_local_origin_failures: Option<u32>,
+    /// Gateway errors (502, 503, 504) before ejection.
+    #[serde(default)]
+    pub consecutive_gateway_errors: Option<u32>,
+    /// 5xx errors before ejection.
+    #[serde(default)]
+    pub consecutive_5xx_errors: Option<u32>,
+    /// Deprecated form of `consecutive5xxErrors`.
+    #[serde(default)]
+    pub consecutive_errors: Option<u32>,
+    /// Between analysis sweeps.
+    #[serde(default)]
+    pub interval: Option<Duration>,
+    /// Minimum ejection time.
+    #[serde(default)]
+    pub base_ejection_time: Option<Duration>,
+    /// Most endpoints ejected, percent.
+    #[serde(default)]
+    pub max_ejection_percent: Option<u32>,
+    /// Below this healthy share, eject nothing (panic threshold), percent.
+    #[serde(default)]
+    pub min_health_percent: Option<u32>,
+}
+
+/// TLS from the client to the service.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientTlsSettings {
+    /// Mode.
+    #[serde(default)]
+    pub mode: Option<ClientTlsMode>,
+    /// Client certificate file (MUTUAL).
+    #[serde(default)]
+    pub client_certificate: String,
+    /// Client key file (MUTUAL).
+    #[serde(default)]
+    pub private_key: String,
+    /// CA bundle file to verify the server.
+    #[serde(default)]
+    pub ca_certificates: String,
+    /// Secret name holding the certificates (not supported yet).
+    #[serde(default)]
+    pub credential_name: String,
+    /// Names the server certificate must carry.
+    #[serde(default)]
+    pub subject_alt_names: Vec<String>,
+    /// SNI to send.
+    #[serde(default)]
+    pub sni: String,
+    /// Skip verifying the server.
+    #[serde(default)]
+    pub insecure_skip_verify: Option<bool>,
+    /// Certificate revocation list file.
+    #[serde(default)]
+    pub ca_crl: String,
+}
+
+/// Client TLS modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ClientTlsMode {
+    /// Plain text.
+    Disable,
+    /// TLS, verifying the server.
+    Simple,
+    /// TLS with a client certificate.
+    Mutual,
+    /// Istio's mutual TLS with mesh certificates (needs a certificate authority).
+    IstioMutual,
+}

@@ -1,0 +1,228 @@
+//! Gateway: servers, their ports, hosts and TLS settings.
+
+use std::collections::BTreeMap;
+
+use super::names::{check_scoped_host, is_ip};
+use super::{Problems, check_port, earlier};
+use crate::config::{Gateway, Server, ServerTlsMode, ServerTlsSettings};
+
+/// Protocols a gateway server may declare (compared case-insensitively).
+const PROTOCOLS: [&str; 8] = [
+    "HTTP", "HTTPS", "GRPC", "GRPC-WEB", "HTTP2", "MONGO", "TCP", "TLS",
+];
+/// Why `credentialName(s)` is refused.
+const NO_SECRET_STORE: &str =
+    "not supported yet: wayfinder has no secret store; use serverCertificate and privateKey";
+/// TLS versions of `minProtocolVersion` and `maxProtocolVersion`, oldest first.
+const TLS_VERSIONS: [&str; 5] = ["TLS_AUTO", "TLSV1_0", "TLSV1_1", "TLSV1_2", "TLSV1_3"];
+
+/// What a port carries; servers sharing a port must carry the same, because one listener
+/// serves them all (plain-text HTTP protocols share a route table, TLS ones an SNI filter chain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    PlainHttp,
+    Tls,
+    Tcp,
+    Mongo,
+}
+
+fn family(protocol: &str) -> Option<Family> {
+    match protocol.to_ascii_uppercase().as_str() {
+        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" => Some(Family::PlainHttp),
+        "HTTPS" | "TLS" => Some(Family::Tls),
+        "TCP" => Some(Family::Tcp),
+        "MONGO" => Some(Family::Mongo),
+        _ => None,
+    }
+}
+
+/// Checks a Gateway.
+pub(super) fn check(gw: &Gateway, p: &mut Problems) {
+    if gw.servers.is_empty() {
+        p.error("spec.servers", "a Gateway needs at least one server");
+    }
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut ports: BTreeMap<u32, (usize, Family)> = BTreeMap::new();
+    for (i, server) in gw.servers.iter().enumerate() {
+        let path = format!("spec.servers[{i}]");
+        let family = check_server(p, &path, server);
+        let name = server.port.name.as_str();
+        if !name.is_empty()
+            && let Some(first) = earlier(&mut names, name, i)
+        {
+            p.error(
+                format!("{path}.port.name"),
+                format!("port name {name:?} is already used by spec.servers[{first}]"),
+            );
+        }
+        let Some(family) = family else { continue };
+        let (first, first_family) = *ports.entry(server.port.number).or_insert((i, family));
+        if first_family != family {
+            p.error(
+                format!("{path}.port.protocol"),
+                format!(
+                    "{} cannot share port {} with spec.servers[{first}] ({}): servers on one \
+                     port must all be plain HTTP (HTTP, HTTP2, GRPC, GRPC-WEB), all TLS (HTTPS, \
+                     TLS), or all the same TCP protocol",
+                    server.port.protocol, server.port.number, gw.servers[first].port.protocol
+                ),
+            );
+        }
+    }
+}
+
+/// Checks one server; returns its port's family when the protocol is known.
+fn check_server(p: &mut Problems, path: &str, s: &Server) -> Option<Family> {
+    check_port(p, format!("{path}.port.number"), s.port.number);
+    let family = family(&s.port.protocol);
+    if family.is_none() {
+        p.error(
+            format!("{path}.port.protocol"),
+            format!(
+                "{:?} is not one of {}",
+                s.port.protocol,
+                PROTOCOLS.join(", ")
+            ),
+        );
+    }
+    if s.port.target_port.is_some() {
+        p.error(
+            format!("{path}.port.targetPort"),
+            "has no effect on gateways (as in Istio): remove it",
+        );
+    }
+    if s.hosts.is_empty() {
+        p.error(format!("{path}.hosts"), "a server needs at least one host");
+    }
+    for (j, host) in s.hosts.iter().enumerate() {
+        for e in check_scoped_host(host, true) {
+            p.error(format!("{path}.hosts[{j}]"), e);
+        }
+    }
+    if !s.bind.is_empty() && !is_ip(&s.bind) {
+        p.error(
+            format!("{path}.bind"),
+            format!("{:?} is not an IP address", s.bind),
+        );
+    }
+    if !s.default_endpoint.is_empty() {
+        p.ignored(format!("{path}.defaultEndpoint"));
+    }
+    match (&s.tls, family) {
+        (None, Some(Family::Tls)) => {
+            p.error(
+                format!("{path}.tls"),
+                "HTTPS and TLS servers need tls settings",
+            );
+        }
+        (Some(tls), Some(family)) => check_tls(p, &format!("{path}.tls"), tls, family),
+        _ => {}
+    }
+    family
+}
+
+fn check_tls(p: &mut Problems, path: &str, t: &ServerTlsSettings, family: Family) {
+    // Istio's default mode is PASSTHROUGH (the enum's zero value).
+    let mode = t.mode.unwrap_or(ServerTlsMode::Passthrough);
+    let has_certs = !t.server_certificate.is_empty()
+        || !t.private_key.is_empty()
+        || !t.ca_certificates.is_empty()
+        || !t.credential_name.is_empty();
+    if t.https_redirect && family != Family::PlainHttp {
+        // Istio warns only: old examples set it on HTTPS servers, where it never applied.
+        p.warn(
+            format!("{path}.httpsRedirect"),
+            "has effect only on plain HTTP servers",
+        );
+    }
+    if family != Family::Tls {
+        let redirect_only = family == Family::PlainHttp && t.mode.is_none() && !has_certs;
+        if !redirect_only {
+            p.error(
+                path,
+                "TLS settings need protocol HTTPS or TLS; plain HTTP servers may only set \
+                 httpsRedirect",
+            );
+        }
+        return;
+    }
+    match mode {
+        ServerTlsMode::AutoPassthrough | ServerTlsMode::IstioMutual => p.error(
+            format!("{path}.mode"),
+            "not supported: wayfinder has no mesh certificates or multi-network gateways; use \
+             SIMPLE, MUTUAL or PASSTHROUGH",
+        ),
+        ServerTlsMode::Passthrough if has_certs => p.warn(
+            path,
+            "PASSTHROUGH does not terminate TLS: its certificates are ignored",
+        ),
+        ServerTlsMode::Passthrough => {}
+        ServerTlsMode::Simple | ServerTlsMode::Mutual | ServerTlsMode::OptionalMutual => {
+            check_terminating(p, path, t, mode);
+        }
+    }
+    check_versions(p, path, t);
+}
+
+/// SIMPLE, MUTUAL and OPTIONAL_MUTUAL terminate TLS with certificate files.
+fn check_terminating(p: &mut Problems, path: &str, t: &ServerTlsSettings, mode: ServerTlsMode) {
+    if !t.credential_name.is_empty() {
+        p.error(format!("{path}.credentialName"), NO_SECRET_STORE);
+    }
+    if !t.credential_names.is_empty() {
+        p.error(format!("{path}.credentialNames"), NO_SECRET_STORE);
+    }
+    if !t.tls_certificates.is_empty() {
+        p.ignored(format!("{path}.tlsCertificates"));
+    }
+    if t.credential_name.is_empty() && t.credential_names.is_empty() {
+        for (field, value) in [
+            ("serverCertificate", &t.server_certificate),
+            ("privateKey", &t.private_key),
+        ] {
+            if value.trim().is_empty() {
+                p.error(
+                    format!("{path}.{field}"),
+                    "is required to terminate TLS (a file path)",
+                );
+            }
+        }
+    }
+    if mode != ServerTlsMode::Simple && t.ca_certificates.trim().is_empty() {
+        p.error(
+            format!("{path}.caCertificates"),
+            "MUTUAL and OPTIONAL_MUTUAL need the CA bundle that verifies client certificates",
+        );
+    }
+    if mode == ServerTlsMode::Simple && !t.ca_crl.is_empty() {
+        p.error(
+            format!("{path}.caCrl"),
+            "a CRL applies to client certificates: use MUTUAL",
+        );
+    }
+}
+
+fn check_versions(p: &mut Problems, path: &str, t: &ServerTlsSettings) {
+    let mut index = |field: &str, value: &Option<String>| {
+        let v = value.as_deref()?;
+        let i = TLS_VERSIONS.iter().position(|known| *known == v);
+        if i.is_none() {
+            p.error(
+                format!("{path}.{field}"),
+                format!("{v:?} is not one of {}", TLS_VERSIONS.join(", ")),
+            );
+        }
+        i
+    };
+    let min = index("minProtocolVersion", &t.min_protocol_version);
+    let max = index("maxProtocolVersion", &t.max_protocol_version);
+    // TLS_AUTO (index 0) means "Envoy's default" and orders with nothing.
+    if let (Some(min @ 1..), Some(max @ 1..)) = (min, max)
+        && min > max
+    {
+        p.error(
+            format!("{path}.minProtocolVersion"),
+            "is above maxProtocolVersion",
+        );
+    }
+}

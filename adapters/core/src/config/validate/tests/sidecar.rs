@@ -1,0 +1,90 @@
+//! Sidecar: egress hosts, the catch-all listener and the outbound traffic policy.
+
+use super::{assert_errors, assert_warnings, sc, validate};
+
+#[test]
+fn namespace_default_is_valid() {
+    let o = sc(r#"
+egress:
+- hosts: ["./*", "istio-system/*"]
+outboundTrafficPolicy: {mode: REGISTRY_ONLY}
+"#);
+    let problems = validate(&o);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn egress_hosts_and_listeners() {
+    assert_errors(
+        sc,
+        &[
+            ("{}", &["spec"]),
+            (
+                "{egress: [{hosts: ['*/*', '~/api.example.com', '~other/*', '*/*.example.com']}]}",
+                &[],
+            ),
+            (
+                "{egress: [{hosts: [default]}]}",
+                &["spec.egress[0].hosts[0]"],
+            ),
+            (
+                "{egress: [{hosts: ['Bad_ns/*', ./reviews, './*foo.example.com', '/x.com']}]}",
+                &[
+                    "spec.egress[0].hosts[0]",
+                    "spec.egress[0].hosts[1]",
+                    "spec.egress[0].hosts[2]",
+                    "spec.egress[0].hosts[3]",
+                ],
+            ),
+            ("{egress: [{hosts: []}]}", &["spec.egress[0].hosts"]),
+            (
+                "{egress: [{hosts: ['./*']}, {hosts: ['*/*']}]}",
+                &["spec.egress[0]", "spec.egress[1]"],
+            ),
+            (
+                "{egress: [{hosts: ['./*']}, {port: {number: 80}, hosts: ['./*']}]}",
+                &["spec.egress[0]"],
+            ),
+            (
+                "{outboundTrafficPolicy: {mode: ALLOW_ANY_DYNAMIC_DNS}}",
+                &["spec.outboundTrafficPolicy.mode"],
+            ),
+            (
+                "{workloadSelector: {labels: {'': x}}, egress: [{hosts: ['./*']}]}",
+                &["spec.workloadSelector.labels[\"\"]"],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn unsupported_fields_warn() {
+    let o = sc(r#"
+workloadSelector: {labels: {}}
+ingress:
+- port: {number: 9080, protocol: HTTP, name: http}
+  defaultEndpoint: 127.0.0.1:8080
+inboundConnectionPool: {tcp: {maxConnections: 10}}
+egress:
+- port: {number: 3306, protocol: MYSQL, name: mysql}
+  bind: 127.0.0.1
+  captureMode: NONE
+  hosts: ["*/mysql.example.com"]
+- hosts: ["./*"]
+outboundTrafficPolicy:
+  mode: ALLOW_ANY
+  egressProxy: {host: egress.example.com}
+"#);
+    assert_warnings(
+        &o,
+        &[
+            "spec.workloadSelector.labels",
+            "spec.ingress",
+            "spec.inboundConnectionPool",
+            "spec.egress[0].port",
+            "spec.egress[0].bind",
+            "spec.egress[0].captureMode",
+            "spec.outboundTrafficPolicy.egressProxy",
+        ],
+    );
+}

@@ -1,0 +1,222 @@
+//! Checking configuration files offline, for `wayfinder validate PATH...`: every file read as
+//! the server would read it, and every problem listed with where it is.
+//!
+//! Each file is read twice, as the server's two readers of a directory do: by the File
+//! registry (`ServiceEntry`, `WorkloadEntry`, mapped and validated as it maps them, then
+//! composed across files) and by the config source ([`crate::config`]: `VirtualService`,
+//! `DestinationRule`, `Gateway`, `Sidecar`, checked by `validate`). A problem both readers hit
+//! (a YAML syntax error) is listed once. Where the server stops at a file's first error, the
+//! check goes on to report every invalid object it can parse.
+//!
+//! Start with [`check`]; print the [`Report`].
+
+mod report;
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, Item, Located};
+use crate::convert::ObjectError;
+use crate::documents::{self, DocumentError};
+use crate::istio::IstioObject;
+use crate::runner::FileKey;
+use crate::services;
+use crate::view::{self, FileContents};
+use crate::watch::is_config_file;
+
+pub use self::report::{Location, Report, ReportLine, Severity};
+
+/// Reads every file of `paths` (directories contribute their `.yaml`, `.yml` and `.json`
+/// files, as for the server) and reports every problem: files that do not parse, objects the
+/// server would reject, duplicates, warnings and objects of unknown kinds. A path that does
+/// not exist or cannot be read is an error line.
+pub fn check(paths: &[PathBuf]) -> Report {
+    let mut checker = Checker::default();
+    for file in checker.files(paths) {
+        checker.file(&file);
+    }
+    checker.compose();
+    let mut problems = checker.lines;
+    report::sort(&mut problems);
+    Report {
+        problems,
+        objects_checked: checker.objects,
+        files_checked: checker.registry.len(),
+    }
+}
+
+#[derive(Default)]
+struct Checker {
+    lines: Vec<ReportLine>,
+    objects: usize,
+    /// Every file read, with its good registry objects, in precedence order.
+    registry: BTreeMap<FileKey, FileContents>,
+    /// The accepted config objects, in precedence order.
+    config: Vec<Located>,
+}
+
+impl Checker {
+    /// The files to read, in the precedence order of the server, each once.
+    fn files(&mut self, paths: &[PathBuf]) -> Vec<PathBuf> {
+        let mut seen = HashSet::new();
+        let mut files = Vec::new();
+        for path in paths {
+            let found = match fs::metadata(path) {
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    Err("does not exist".into())
+                }
+                Err(err) => Err(format!("cannot be read: {err}")),
+                Ok(meta) if meta.is_dir() => list(path),
+                Ok(meta) if meta.is_file() => Ok(vec![path.clone()]),
+                Ok(_) => Err("neither a file nor a directory".into()),
+            };
+            match found {
+                Ok(found) => files.extend(
+                    found
+                        .into_iter()
+                        .filter(|f| seen.insert(std::path::absolute(f).unwrap_or(f.clone()))),
+                ),
+                Err(message) => self.push(Location::Path(path.clone()), None, None, message, true),
+            }
+        }
+        files
+    }
+
+    fn file(&mut self, path: &Path) {
+        let bytes = match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                let message = format!("cannot read the file: {err}");
+                return self.push(Location::Path(path.into()), None, None, message, true);
+            }
+        };
+        let mut contents = FileContents::default();
+        match documents::parse::<IstioObject>(path, &bytes) {
+            Ok(items) => {
+                for item in items
+                    .iter()
+                    .filter_map(|i| Some((&i.origin, i.object.as_ref()?)))
+                {
+                    self.objects += 1;
+                    if let Err(err) = services::add(&mut contents, item.0, item.1) {
+                        self.object_error(err);
+                    }
+                }
+            }
+            Err(err) => self.parse_error(err),
+        }
+        // Every file read counts, and holds its place in the precedence order.
+        let key = (self.registry.len(), path.to_path_buf());
+        self.registry.insert(key, contents);
+        match config::read(path, &bytes, config::VALIDATE) {
+            Ok(items) => items.into_iter().for_each(|item| self.config_item(item)),
+            Err(err) => self.parse_error(err),
+        }
+    }
+
+    fn config_item(&mut self, item: Item) {
+        match item {
+            Item::Object(judged) => {
+                self.objects += 1;
+                let object = judged.object.key().to_string();
+                for problem in &judged.problems {
+                    let location = Location::Document(judged.origin.clone());
+                    let field = Some(problem.field.clone());
+                    let message = problem.message.clone();
+                    self.push(
+                        location,
+                        Some(object.clone()),
+                        field,
+                        message,
+                        problem.fatal,
+                    );
+                }
+                if judged.rejection().is_none() {
+                    self.config.push(Located {
+                        origin: judged.origin,
+                        object: judged.object,
+                    });
+                }
+            }
+            Item::Registry => {}
+            Item::Unknown { origin, meta } => {
+                let message = config::unknown_kind(&meta);
+                self.push(Location::Document(origin), None, None, message, false);
+            }
+        }
+    }
+
+    /// Problems found across files: services composed of several entries, duplicate keys.
+    fn compose(&mut self) {
+        let (_, invalid) = view::compose(&self.registry);
+        for (_, err) in invalid {
+            self.object_error(err);
+        }
+        let (_, duplicates) = config::compose(&self.config);
+        for dup in duplicates {
+            let message = format!("duplicate, first defined at {}", dup.first);
+            let object = Some(dup.key.to_string());
+            self.push(Location::Document(dup.origin), object, None, message, true);
+        }
+    }
+
+    fn parse_error(&mut self, err: DocumentError) {
+        self.push(
+            Location::Document(err.origin),
+            None,
+            None,
+            err.message,
+            true,
+        );
+    }
+
+    fn object_error(&mut self, err: ObjectError) {
+        let location = Location::Document(err.origin);
+        self.push(
+            location,
+            Some(err.object),
+            Some(err.field),
+            err.message,
+            true,
+        );
+    }
+
+    /// Adds a line unless the same one is there already (both readers hit a syntax error).
+    fn push(
+        &mut self,
+        origin: Location,
+        object: Option<String>,
+        field: Option<String>,
+        message: String,
+        error: bool,
+    ) {
+        let line = ReportLine {
+            origin,
+            object,
+            field,
+            message,
+            severity: if error {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+        };
+        if !self.lines.contains(&line) {
+            self.lines.push(line);
+        }
+    }
+}
+
+/// The configuration files of a directory, sorted (as the server ranks them).
+fn list(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries = fs::read_dir(dir).map_err(|err| format!("cannot list the directory: {err}"))?;
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|entry| is_config_file(&entry.file_name()))
+        .map(|entry| entry.path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}

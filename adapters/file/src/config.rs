@@ -1,0 +1,93 @@
+//! A configuration source read from files: Istio `VirtualService`, `DestinationRule`,
+//! `Gateway` and `Sidecar` objects in watched YAML and JSON files, like Istio's
+//! `pilot-discovery --configDir`.
+//!
+//! Start with [`ConfigDir::new`] and hand the [`ConfigDir`] to the server as any other
+//! [`ConfigSource`]. Files are found, parsed and watched as the File registry does (see the
+//! crate docs): the same directories and files, multi-document YAML, `kind: List`, origins of
+//! the form `path: document N (line L)`. `ServiceEntry` and `WorkloadEntry` objects are left
+//! quietly to the File registry, which the server runs over the same paths; other kinds are
+//! skipped with a warning that names the file, the document and the kind.
+//!
+//! # Objects, problems and the last good version
+//!
+//! Each object is checked with [`validate::validate`] (and must have a name). Warnings are
+//! logged with the object's origin and field. An object with a fatal problem is rejected: the
+//! stream carries a [`RegistryError::Invalid`] at its origin, naming the object
+//! (`VirtualService default/reviews`) and listing every fatal problem as `field: message`.
+//!
+//! The last good state is kept per object, not per file: when a file changes, its valid
+//! objects replace their previous versions, a rejected object keeps the last good version it
+//! had in that file (if any) until it is fixed or deleted, and objects gone from the file are
+//! removed. A file that does not parse at all (YAML syntax, a wrong type, an unknown field)
+//! keeps every object it had, and the stream carries a [`RegistryError::Malformed`] with the
+//! parser's position. Deleting a file removes its objects.
+//!
+//! When two objects have the same kind, namespace and name, the first (by the order of the
+//! configured paths, then file name, then document) is used and the other is reported as
+//! [`RegistryError::Invalid`]: `duplicate VirtualService default/reviews, first defined at …`.
+//!
+//! # The stream
+//!
+//! It follows the contract on [`ConfigEvent`]: first a `Reset` with every object in force
+//! (errors of files broken at the start come after it), then an `Upsert` or `Remove` for each
+//! object whose content a change alters, and nothing for the others. Content is the spec, the
+//! name, the namespace, the labels and the annotations, not `meta.origin`: an object that only
+//! moved within its file is not announced, though the next event about it carries where it is
+//! now. Health follows the last item, as for the File registry: `Recovered` when everything
+//! works again and nothing changed, and the outstanding errors again after a change while a
+//! file stays broken. The stream ends promptly when the shutdown token is cancelled.
+
+mod decode;
+mod state;
+
+use std::path::PathBuf;
+
+use wayfinder_registry::CancellationToken;
+use wayfinder_registry::config::{ConfigSource, ConfigStream};
+
+#[cfg(doc)]
+use wayfinder_registry::{
+    RegistryError,
+    config::{ConfigEvent, validate},
+};
+
+use crate::BuildError;
+use crate::runner::Runner;
+use crate::watch::Target;
+
+pub(crate) use self::decode::{Item, VALIDATE, read, unknown_kind};
+pub(crate) use self::state::{Located, compose};
+
+use self::state::ConfigState;
+
+/// A configuration source over files and directories; see the module docs.
+#[derive(Debug)]
+pub struct ConfigDir {
+    targets: Vec<Target>,
+}
+
+impl ConfigDir {
+    /// Checks that every path is a readable file or a listable directory, as
+    /// [`crate::Config::build`] does. Directories contribute their `.yaml`, `.yml` and
+    /// `.json` files; earlier paths take precedence when objects have the same key. Nothing
+    /// is watched until [`ConfigSource::watch`].
+    pub fn new(paths: Vec<PathBuf>) -> Result<Self, BuildError> {
+        Ok(Self {
+            targets: crate::targets(paths)?,
+        })
+    }
+}
+
+impl ConfigSource for ConfigDir {
+    fn name(&self) -> &str {
+        "config-dir"
+    }
+
+    fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream {
+        Runner::new(self.targets, shutdown, ConfigState::new(VALIDATE)).into_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,362 @@
+//! The config source's model without a watch: files in, events and errors out. A stand-in
+//! validator rejects objects labelled `broken`, so the per-object rules are tested whatever
+//! the real validator's rules are.
+
+use std::path::{Path, PathBuf};
+
+use wayfinder_registry::RegistryError;
+use wayfinder_registry::config::validate::Problem;
+use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSpec, Kind};
+
+use super::decode::{self, Item, Judged};
+use super::state::ConfigState;
+use crate::documents::Origin;
+use crate::runner::{FileKey, Model};
+
+fn problem(fatal: bool, field: &str, message: &str) -> Problem {
+    Problem {
+        field: field.into(),
+        message: message.into(),
+        fatal,
+    }
+}
+
+/// Rejects an object labelled `broken` with two fatal problems and a warning, and warns about
+/// one labelled `odd`.
+fn stand_in(object: &ConfigObject) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if object.meta.labels.contains_key("broken") {
+        problems.push(problem(true, "spec.hosts[0]", "not a host"));
+        problems.push(problem(false, "spec.exportTo", "ignored"));
+        problems.push(problem(true, "spec.http[0].route[0].weight", "too heavy"));
+    }
+    if object.meta.labels.contains_key("odd") {
+        problems.push(problem(false, "spec.gateways", "odd"));
+    }
+    problems
+}
+
+fn vs(name: &str, host: &str, labels: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  labels: {{{labels}}}\nspec:\n  hosts: [{host}]\n"
+    )
+}
+
+fn key(name: &str) -> ConfigKey {
+    ConfigKey {
+        kind: Kind::VirtualService,
+        namespace: "default".into(),
+        name: name.into(),
+    }
+}
+
+fn file(index: usize, name: &str) -> FileKey {
+    (index, PathBuf::from("/cfg").join(name))
+}
+
+fn hosts(object: &ConfigObject) -> Vec<String> {
+    match &object.spec {
+        ConfigSpec::VirtualService(vs) => vs.hosts.clone(),
+        other => panic!("not a VirtualService: {other:?}"),
+    }
+}
+
+struct Fixture {
+    state: ConfigState,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            state: ConfigState::new(stand_in),
+        }
+    }
+
+    fn apply(&mut self, file: &FileKey, text: Option<&str>) -> Vec<RegistryError> {
+        self.state.apply(file, text.map(str::as_bytes))
+    }
+
+    fn commit(&mut self, first: bool) -> (Vec<ConfigEvent>, Vec<RegistryError>) {
+        self.state.commit(first)
+    }
+}
+
+#[test]
+fn a_rejection_names_the_object_and_lists_every_fatal_problem() {
+    let origin = Origin {
+        path: Path::new("/cfg/vs.yaml").into(),
+        document: 2,
+        line: 9,
+    };
+    let object = ConfigObject {
+        meta: wayfinder_registry::config::ConfigMeta {
+            name: "reviews".into(),
+            namespace: "default".into(),
+            labels: [("broken".to_string(), String::new())].into(),
+            ..Default::default()
+        },
+        spec: ConfigSpec::VirtualService(Default::default()),
+    };
+    let mut judged = Judged {
+        origin,
+        problems: stand_in(&object),
+        object: object.into(),
+    };
+    assert_eq!(
+        judged.rejection(),
+        Some(RegistryError::Invalid {
+            origin: "/cfg/vs.yaml: document 2 (line 9)".into(),
+            detail: "VirtualService default/reviews: spec.hosts[0]: not a host; \
+                     spec.http[0].route[0].weight: too heavy"
+                .into(),
+        })
+    );
+    assert_eq!(judged.warnings().count(), 1);
+
+    judged.problems.retain(|p| !p.fatal);
+    assert_eq!(judged.rejection(), None);
+}
+
+#[test]
+fn a_rejected_object_keeps_its_last_good_version_until_fixed_or_deleted() {
+    let mut f = Fixture::new();
+    let a = file(0, "vs.yaml");
+    let good = format!(
+        "{}---\n{}",
+        vs("one", "one.example.com", ""),
+        vs("two", "two.example.com", "")
+    );
+    assert_eq!(f.apply(&a, Some(&good)), vec![]);
+    let (events, errors) = f.commit(true);
+    assert!(errors.is_empty());
+    let [ConfigEvent::Reset(objects)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(objects.len(), 2);
+
+    // `one` changes, `two` breaks: one Upsert, one error, `two` stays as it was.
+    let edited = format!(
+        "{}---\n{}",
+        vs("one", "uno.example.com", ""),
+        vs("two", "broken.example.com", "broken: x")
+    );
+    let errors = f.apply(&a, Some(&edited));
+    let [RegistryError::Invalid { origin, detail }] = &errors[..] else {
+        panic!("{errors:?}")
+    };
+    assert_eq!(origin, "/cfg/vs.yaml: document 2 (line 9)");
+    assert!(
+        detail.starts_with("VirtualService default/two: spec.hosts[0]: not a host"),
+        "{detail}"
+    );
+    let (events, composed) = f.commit(false);
+    assert!(composed.is_empty());
+    let [ConfigEvent::Upsert(one)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(hosts(one), vec!["uno.example.com"]);
+
+    // Fixed as it was: nothing changed for the consumer.
+    let fixed = format!(
+        "{}---\n{}",
+        vs("one", "uno.example.com", ""),
+        vs("two", "two.example.com", "")
+    );
+    assert_eq!(f.apply(&a, Some(&fixed)), vec![]);
+    assert_eq!(f.commit(false), (vec![], vec![]));
+
+    // Broken again, then deleted from the file while broken: removed.
+    f.apply(&a, Some(&edited));
+    assert_eq!(f.commit(false).0, vec![]);
+    assert_eq!(f.apply(&a, Some(&vs("one", "uno.example.com", ""))), vec![]);
+    assert_eq!(f.commit(false).0, vec![ConfigEvent::Remove(key("two"))]);
+
+    // A new object that is broken from the start is not used at all.
+    let errors = f.apply(&a, Some(&edited));
+    assert_eq!(errors.len(), 1);
+    assert_eq!(f.commit(false).0, vec![]);
+
+    // Deleting the file removes what it had.
+    assert_eq!(f.apply(&a, None), vec![]);
+    assert_eq!(f.commit(false).0, vec![ConfigEvent::Remove(key("one"))]);
+}
+
+#[test]
+fn a_file_that_does_not_parse_keeps_all_its_objects() {
+    let mut f = Fixture::new();
+    let a = file(0, "vs.yaml");
+    f.apply(&a, Some(&vs("one", "one.example.com", "")));
+    f.commit(true);
+    let bad = format!(
+        "{}---\nkind: [unclosed\n",
+        vs("one", "changed.example.com", "")
+    );
+    let errors = f.apply(&a, Some(&bad));
+    let [RegistryError::Malformed { origin, .. }] = &errors[..] else {
+        panic!("{errors:?}")
+    };
+    assert!(
+        origin.starts_with("/cfg/vs.yaml: document 2 (line "),
+        "{origin}"
+    );
+    assert_eq!(f.commit(false), (vec![], vec![]));
+
+    let wrong_type = vs("one", "one.example.com", "").replace(
+        "hosts: [one.example.com]",
+        "hosts: [a]\n  http: [{route: [{destination: {host: a}, weight: heavy}]}]",
+    );
+    let errors = f.apply(&a, Some(&wrong_type));
+    let [RegistryError::Malformed { origin, detail }] = &errors[..] else {
+        panic!("{errors:?}")
+    };
+    assert_eq!(origin, "/cfg/vs.yaml: document 1 (line 8)");
+    assert!(detail.contains("invalid i32"), "{detail}");
+    assert_eq!(f.commit(false), (vec![], vec![]));
+}
+
+#[test]
+fn moving_an_object_is_not_a_change_but_the_next_change_carries_its_new_origin() {
+    let mut f = Fixture::new();
+    let a = file(0, "vs.yaml");
+    f.apply(&a, Some(&vs("one", "one.example.com", "")));
+    f.commit(true);
+    let moved = format!("# a comment\n\n{}", vs("one", "one.example.com", ""));
+    f.apply(&a, Some(&moved));
+    assert_eq!(f.commit(false), (vec![], vec![]));
+
+    let changed = format!("# a comment\n\n{}", vs("one", "uno.example.com", ""));
+    f.apply(&a, Some(&changed));
+    let (events, _) = f.commit(false);
+    let [ConfigEvent::Upsert(one)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(&*one.meta.origin, "/cfg/vs.yaml: document 1 (line 3)");
+}
+
+#[test]
+fn an_object_moved_to_another_file_is_announced_with_its_new_origin() {
+    let mut f = Fixture::new();
+    let (a, b) = (file(0, "a.yaml"), file(1, "b.yaml"));
+    f.apply(&a, Some(&vs("one", "one.example.com", "")));
+    f.commit(true);
+    f.apply(&a, None);
+    f.apply(&b, Some(&vs("one", "one.example.com", "")));
+    let (events, _) = f.commit(false);
+    let [ConfigEvent::Upsert(one)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(&*one.meta.origin, "/cfg/b.yaml: document 1 (line 1)");
+}
+
+#[test]
+fn the_first_of_two_objects_with_one_key_wins_and_the_other_is_reported() {
+    let mut f = Fixture::new();
+    let (a, b) = (file(0, "a.yaml"), file(1, "b.yaml"));
+    f.apply(&a, Some(&vs("dup", "a.example.com", "")));
+    f.apply(&b, Some(&vs("dup", "b.example.com", "")));
+    let (events, errors) = f.commit(true);
+    let [ConfigEvent::Reset(objects)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(hosts(&objects[0]), vec!["a.example.com"]);
+    assert_eq!(
+        errors,
+        vec![RegistryError::Invalid {
+            origin: "/cfg/b.yaml: document 1 (line 1)".into(),
+            detail: "duplicate VirtualService default/dup, first defined at \
+                     /cfg/a.yaml: document 1 (line 1)"
+                .into(),
+        }]
+    );
+
+    // The first one goes: the other takes its place.
+    f.apply(&a, None);
+    let (events, errors) = f.commit(false);
+    assert!(errors.is_empty());
+    let [ConfigEvent::Upsert(dup)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(hosts(dup), vec!["b.example.com"]);
+}
+
+#[test]
+fn warnings_do_not_reject_and_unnamed_objects_do() {
+    let mut f = Fixture::new();
+    let a = file(0, "vs.yaml");
+    let text = format!(
+        "{}---\n{}",
+        vs("one", "one.example.com", "odd: x"),
+        vs("\"\"", "x.example.com", "")
+    );
+    let errors = f.apply(&a, Some(&text));
+    let [RegistryError::Invalid { detail, .. }] = &errors[..] else {
+        panic!("{errors:?}")
+    };
+    assert!(detail.contains("metadata.name: "), "{detail}");
+    let (events, _) = f.commit(true);
+    let [ConfigEvent::Reset(objects)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(objects.len(), 1);
+}
+
+#[test]
+fn kinds_versions_and_metadata_are_read_like_the_registry_reads_them() {
+    let text = "\
+apiVersion: networking.istio.io/v1alpha3
+kind: DestinationRule
+metadata:
+  name: reviews
+  namespace: shop
+  uid: 0b7c6a6e
+  annotations: {note: kept}
+spec:
+  host: reviews
+status: {anything: [1]}
+---
+apiVersion: networking.istio.io/v1beta1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  servers: [{port: {number: 80, protocol: HTTP}, hosts: ['*']}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: se}
+spec: {not: read here}
+---
+apiVersion: networking.istio.io/v1
+kind: EnvoyFilter
+metadata: {name: ef}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm}
+";
+    let items = decode::read(Path::new("x.yaml"), text.as_bytes(), stand_in).unwrap();
+    let [
+        Item::Object(dr),
+        Item::Object(gw),
+        Item::Registry,
+        Item::Unknown { origin, meta },
+        Item::Unknown { .. },
+    ] = &items[..]
+    else {
+        panic!("{items:#?}")
+    };
+    assert_eq!(dr.object.key().to_string(), "DestinationRule shop/reviews");
+    assert_eq!(dr.object.meta.annotations["note"], "kept");
+    assert_eq!(&*dr.object.meta.origin, "x.yaml: document 1 (line 1)");
+    assert_eq!(gw.object.key().to_string(), "Gateway default/gw");
+    assert_eq!(origin.to_string(), "x.yaml: document 4 (line 23)");
+    let warning = decode::unknown_kind(meta);
+    assert!(
+        warning.contains("EnvoyFilter (networking.istio.io/v1)"),
+        "{warning}"
+    );
+
+    let strict = text.replace("host: reviews", "host: reviews\n  hostt: typo");
+    let err = decode::read(Path::new("x.yaml"), strict.as_bytes(), stand_in).unwrap_err();
+    assert!(err.message.contains("hostt"), "{err}");
+    assert_eq!((err.origin.document, err.origin.line), (1, 10));
+}

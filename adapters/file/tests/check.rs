@@ -1,0 +1,186 @@
+//! The offline check over temporary directories: what `wayfinder validate PATH...` prints.
+
+// Helpers here are test code too (see clippy.toml): a panic is a failure with a backtrace.
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::Path;
+
+use wayfinder_file::check::{Location, Report, ReportLine, Severity};
+
+const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews}\nspec:\n  hosts: [reviews]\n  http: [{route: [{destination: {host: reviews}}]}]\n";
+
+const SE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: payments}\nspec:\n  hosts: [payments.example.com]\n  ports: [{number: 443, name: https, protocol: TLS}]\n  resolution: DNS\n";
+
+/// (severity, file name, document, line) of each problem.
+fn summary(report: &Report) -> Vec<(Severity, String, usize, u64)> {
+    report
+        .problems
+        .iter()
+        .map(|p| match &p.origin {
+            Location::Document(origin) => {
+                let name = origin
+                    .path
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                (p.severity, name, origin.document, origin.line)
+            }
+            Location::Path(path) => (p.severity, path.display().to_string(), 0, 0),
+        })
+        .collect()
+}
+
+fn line<'a>(report: &'a Report, name: &str) -> &'a ReportLine {
+    report
+        .problems
+        .iter()
+        .find(|p| p.origin.to_string().contains(name))
+        .unwrap_or_else(|| panic!("no problem in {name}: {report}"))
+}
+
+#[test]
+fn every_kind_of_problem_is_listed_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| fs::write(dir.path().join(name), text).unwrap();
+    write("a-good.yaml", &format!("{VS}---\n{SE}"));
+    write(
+        "b-syntax.yaml",
+        &format!("{VS}---\napiVersion: networking.istio.io/v1\nkind: [unclosed\n"),
+    );
+    write(
+        "c-service-entry.yaml",
+        &format!(
+            "{SE}---\n{}",
+            SE.replace("{name: payments}", "{name: bad, namespace: shop}")
+                .replace("resolution: DNS", "addresses: [10.0.0.0/8]")
+        ),
+    );
+    write(
+        "d-unknown.json",
+        r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}"#,
+    );
+    write("notes.txt", "not read");
+
+    let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
+    assert!(report.has_errors(), "{report}");
+    assert_eq!(
+        summary(&report),
+        vec![
+            (Severity::Error, "b-syntax.yaml".into(), 2, 9),
+            (Severity::Error, "c-service-entry.yaml".into(), 2, 9),
+            (Severity::Warning, "d-unknown.json".into(), 1, 1),
+        ],
+        "{report}"
+    );
+    let syntax = line(&report, "b-syntax.yaml");
+    assert_eq!((&syntax.object, &syntax.field), (&None, &None));
+
+    let se = line(&report, "c-service-entry.yaml");
+    assert_eq!(se.object.as_deref(), Some("ServiceEntry shop/bad"));
+    assert_eq!(se.field.as_deref(), Some("spec.addresses[0]"));
+    assert!(se.message.contains("CIDR"), "{}", se.message);
+    let shown = se.to_string();
+    let path = dir.path().join("c-service-entry.yaml");
+    assert!(
+        shown.starts_with(&format!(
+            "error: {}: document 2 (line 9): ServiceEntry shop/bad: spec.addresses[0]: ",
+            path.display()
+        )),
+        "{shown}"
+    );
+
+    let unknown = line(&report, "d-unknown.json");
+    assert!(
+        unknown.message.contains("ConfigMap (v1)"),
+        "{}",
+        unknown.message
+    );
+
+    // Objects read: VS + SE, then the two SEs; a file that does not parse yields none.
+    assert_eq!((report.objects_checked, report.files_checked), (4, 4));
+    let text = report.to_string();
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(
+        text.ends_with("checked 4 objects in 4 files: 2 errors, 1 warning"),
+        "{text}"
+    );
+}
+
+#[test]
+fn duplicates_across_files_and_missing_paths_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.yaml"), VS).unwrap();
+    let b = dir.path().join("b.yaml");
+    fs::write(&b, VS).unwrap();
+    let missing = dir.path().join("missing");
+
+    let report = wayfinder_file::check(&[dir.path().to_path_buf(), b.clone(), missing.clone()]);
+    let dup = line(&report, "b.yaml");
+    assert_eq!(dup.severity, Severity::Error);
+    assert_eq!(
+        dup.object.as_deref(),
+        Some("VirtualService default/reviews")
+    );
+    assert_eq!(
+        dup.message,
+        format!(
+            "duplicate, first defined at {}: document 1 (line 1)",
+            dir.path().join("a.yaml").display()
+        )
+    );
+    let gone = line(&report, "missing");
+    assert_eq!(gone.origin, Location::Path(missing));
+    assert_eq!(gone.message, "does not exist");
+    // `b.yaml` was named twice (in the directory and on its own) and read once.
+    assert_eq!(report.files_checked, 2);
+    assert_eq!(report.problems.len(), 2, "{report}");
+}
+
+#[test]
+fn rejected_objects_and_warnings_name_the_object_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let heavy = VS.replace("{host: reviews}}", "{host: reviews}, weight: 250}");
+    let light = VS
+        .replace("{name: reviews}", "{name: light}")
+        .replace("{host: reviews}}", "{host: reviews}, weight: 50}");
+    fs::write(dir.path().join("vs.yaml"), format!("{heavy}---\n{light}")).unwrap();
+    let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
+    assert_eq!(
+        summary(&report),
+        vec![
+            (Severity::Error, "vs.yaml".into(), 1, 1),
+            (Severity::Warning, "vs.yaml".into(), 2, 8),
+        ],
+        "{report}"
+    );
+    let shown = report.problems[0].to_string();
+    let path = dir.path().join("vs.yaml");
+    assert_eq!(
+        shown,
+        format!(
+            "error: {}: document 1 (line 1): VirtualService default/reviews: \
+             spec.http[0].route[0].weight: weight 250 is out of range 0..=100",
+            path.display()
+        )
+    );
+    assert!(report.problems[1].to_string().starts_with("warning: "));
+    assert!(report.has_errors());
+}
+
+#[test]
+fn a_clean_directory_has_no_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("all.yaml"), format!("{VS}---\n{SE}")).unwrap();
+    let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
+    assert_eq!(report.problems, vec![], "{report}");
+    assert!(!report.has_errors());
+    assert_eq!(
+        report.to_string(),
+        "checked 2 objects in 1 file: 0 errors, 0 warnings"
+    );
+
+    let empty = wayfinder_file::check(&[Path::new(dir.path()).join("all.yaml")]);
+    assert_eq!(empty.files_checked, 1);
+}

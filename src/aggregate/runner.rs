@@ -1,0 +1,230 @@
+//! The aggregate task: applies every source's items, runs the handler chain, debounces, and
+//! publishes.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use wayfinder_registry::RegistryError;
+
+use super::build::{Dirty, Model};
+use super::source::SourceState;
+use super::{
+    ConfigSourceStatus, Handler, Health, Input, RegistryStatus, Settings, Shared, debounce,
+};
+use crate::metrics::Metrics;
+use crate::snapshot::Snapshot;
+
+pub(super) struct Runner {
+    pub(super) model: Model,
+    pub(super) handlers: Vec<Box<dyn Handler>>,
+    pub(super) settings: Settings,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) versions_tx: watch::Sender<u64>,
+    pub(super) ready_tx: watch::Sender<bool>,
+    pub(super) batch: debounce::Batch,
+    pub(super) dirty: Dirty,
+}
+
+impl Runner {
+    pub(super) async fn run(mut self, mut rx: mpsc::Receiver<Input>, shutdown: CancellationToken) {
+        let sync_deadline = Instant::now() + self.settings.sync_timeout;
+        let mut inputs_open = true;
+        loop {
+            let wake = if self.is_ready() {
+                self.batch.deadline(self.settings.debounce)
+            } else {
+                Some(sync_deadline)
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                input = rx.recv(), if inputs_open => match input {
+                    Some(input) => self.input(input),
+                    None => inputs_open = false,
+                },
+                () = sleep_until(wake), if wake.is_some() => self.tick(sync_deadline),
+            }
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        *self.ready_tx.borrow()
+    }
+
+    fn input(&mut self, input: Input) {
+        match input {
+            Input::Registry(i, Ok(event)) => {
+                let store = &mut self.model.stores[i];
+                let (changes, refused) = store.apply(i, event);
+                let id = store.state.id.clone();
+                for err in &refused {
+                    self.handlers.iter_mut().for_each(|h| h.on_error(&id, err));
+                }
+                for change in &changes {
+                    let current = self.model.stores[i].services.get(&change.key);
+                    self.handlers
+                        .iter_mut()
+                        .for_each(|h| h.on_change(&id, change, current));
+                    self.dirty.services.insert(change.key.clone());
+                }
+                if !changes.is_empty() {
+                    self.batch.record(Instant::now());
+                }
+            }
+            Input::Config(i, Ok(event)) => {
+                let store = &mut self.model.config_stores[i];
+                let (changed, refused) = store.apply(event);
+                let id = store.state.id.clone();
+                for err in &refused {
+                    self.handlers.iter_mut().for_each(|h| h.on_error(&id, err));
+                }
+                for key in &changed {
+                    let current = self.model.config_stores[i].objects.get(key).map(|o| &**o);
+                    self.handlers
+                        .iter_mut()
+                        .for_each(|h| h.on_config(&id, key, current));
+                }
+                if !changed.is_empty() {
+                    self.dirty.config = true;
+                    self.batch.record(Instant::now());
+                }
+            }
+            Input::Registry(i, Err(err)) => self.failed(|m| &mut m.stores[i].state, err),
+            Input::Config(i, Err(err)) => self.failed(|m| &mut m.config_stores[i].state, err),
+            Input::RegistryEnded(i, reason) => self.ended(|m| &mut m.stores[i].state, reason),
+            Input::ConfigEnded(i, reason) => self.ended(|m| &mut m.config_stores[i].state, reason),
+        }
+        self.publish_status();
+        if !self.is_ready() && self.model.synced() {
+            self.become_ready();
+        }
+    }
+
+    /// An error item: recorded before the handlers hear of it, as changes are.
+    fn failed(&mut self, state: impl FnOnce(&mut Model) -> &mut SourceState, err: RegistryError) {
+        let state = state(&mut self.model);
+        state.events += 1;
+        state.fail(err.clone());
+        let id = state.id.clone();
+        self.handlers.iter_mut().for_each(|h| h.on_error(&id, &err));
+    }
+
+    fn ended(&mut self, state: impl FnOnce(&mut Model) -> &mut SourceState, reason: String) {
+        let state = state(&mut self.model);
+        let err = RegistryError::Unavailable {
+            origin: format!("source {}", state.id),
+            detail: reason,
+        };
+        state.stop(err.clone());
+        let id = state.id.clone();
+        self.handlers.iter_mut().for_each(|h| h.on_error(&id, &err));
+    }
+
+    fn tick(&mut self, sync_deadline: Instant) {
+        let now = Instant::now();
+        if !self.is_ready() {
+            if now >= sync_deadline {
+                let waiting = self.model.waiting();
+                tracing::warn!(
+                    ?waiting,
+                    "sync timeout passed; serving without these sources' state"
+                );
+                self.become_ready();
+            }
+            return;
+        }
+        if let Some(started) = self.batch.take_due(self.settings.debounce, now) {
+            self.metrics
+                .debounce_time
+                .observe(now.duration_since(started).as_secs_f64());
+            self.publish();
+        }
+    }
+
+    fn become_ready(&mut self) {
+        self.batch.clear();
+        self.publish();
+        self.ready_tx.send_replace(true);
+        tracing::info!(
+            version = self.versions_tx.borrow().to_owned(),
+            "sources synced; serving"
+        );
+    }
+
+    /// Merges what changed, validates, and publishes.
+    fn publish(&mut self) {
+        let started = std::time::Instant::now();
+        let current = self.shared.snapshot.load_full();
+        let snapshot = self.model.build(&current, &self.dirty);
+        if let Err(err) = snapshot.validate() {
+            self.metrics.snapshots_rejected.inc();
+            tracing::error!(%err, "snapshot not published; the previous one stays in force");
+            return;
+        }
+        self.dirty.clear();
+        self.record_snapshot(&snapshot, started);
+        let snapshot = Arc::new(snapshot);
+        self.shared.snapshot.store(snapshot.clone());
+        self.versions_tx.send_replace(snapshot.version);
+        self.handlers
+            .iter_mut()
+            .for_each(|h| h.on_snapshot(&snapshot));
+    }
+
+    fn record_snapshot(&self, snapshot: &Snapshot, started: std::time::Instant) {
+        let m = &self.metrics;
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        m.snapshot_build_time
+            .observe(started.elapsed().as_secs_f64());
+        m.snapshot_version
+            .set(i64::try_from(snapshot.version).unwrap_or(i64::MAX));
+        m.services.set(count(snapshot.services.len()));
+        m.merge_conflicts.set(count(snapshot.conflicts.len()));
+        m.config_objects.set(count(snapshot.config.objects.len()));
+    }
+
+    pub(super) fn publish_status(&self) {
+        let registries: Vec<RegistryStatus> = self
+            .model
+            .stores
+            .iter()
+            .map(|s| {
+                RegistryStatus::new(
+                    &s.state,
+                    s.services.len(),
+                    s.services.values().map(|r| r.endpoints.len()).sum(),
+                )
+            })
+            .collect();
+        let configs: Vec<ConfigSourceStatus> = self
+            .model
+            .config_stores
+            .iter()
+            .map(|s| ConfigSourceStatus::new(&s.state, s.objects.len()))
+            .collect();
+        let m = &self.metrics;
+        for st in &registries {
+            let label = Metrics::registry_label(st.registry.as_str());
+            m.registry_synced
+                .get_or_create(&label)
+                .set(i64::from(st.synced));
+            m.registry_degraded
+                .get_or_create(&label)
+                .set(i64::from(st.health != Health::Healthy));
+            m.registry_services
+                .get_or_create(&label)
+                .set(i64::try_from(st.services).unwrap_or(i64::MAX));
+        }
+        self.shared.registries.store(Arc::new(registries));
+        self.shared.config_sources.store(Arc::new(configs));
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

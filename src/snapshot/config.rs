@@ -1,0 +1,71 @@
+//! The Istio traffic configuration in force, as part of the snapshot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use wayfinder_registry::config::{
+    ConfigKey, ConfigMeta, ConfigObject, ConfigSpec, DestinationRule, Gateway, Kind, Sidecar,
+    VirtualService,
+};
+
+/// Every accepted configuration object. When two sources hold the same key, the one listed
+/// first wins (`--config-dir` before the Kubernetes API).
+#[derive(Debug, Default, Serialize)]
+pub struct TrafficConfig {
+    /// Objects by kind, namespace and name.
+    pub objects: BTreeMap<ConfigKey, Arc<ConfigObject>>,
+}
+
+impl TrafficConfig {
+    /// Merges the sources' objects, first source first.
+    pub fn merge<'a>(
+        sources: impl IntoIterator<Item = &'a BTreeMap<ConfigKey, Arc<ConfigObject>>>,
+    ) -> Self {
+        let mut objects = BTreeMap::new();
+        for source in sources {
+            for (key, object) in source {
+                objects.entry(key.clone()).or_insert_with(|| object.clone());
+            }
+        }
+        Self { objects }
+    }
+
+    fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Arc<ConfigObject>> {
+        self.objects.values().filter(move |o| o.kind() == kind)
+    }
+
+    /// VirtualServices in (namespace, name) order.
+    pub fn virtual_services(&self) -> impl Iterator<Item = (&ConfigMeta, &VirtualService)> {
+        self.of_kind(Kind::VirtualService)
+            .filter_map(|o| match &o.spec {
+                ConfigSpec::VirtualService(vs) => Some((&o.meta, vs)),
+                _ => None,
+            })
+    }
+
+    /// DestinationRules in (namespace, name) order.
+    pub fn destination_rules(&self) -> impl Iterator<Item = (&ConfigMeta, &DestinationRule)> {
+        self.of_kind(Kind::DestinationRule)
+            .filter_map(|o| match &o.spec {
+                ConfigSpec::DestinationRule(dr) => Some((&o.meta, dr)),
+                _ => None,
+            })
+    }
+
+    /// Gateways in (namespace, name) order.
+    pub fn gateways(&self) -> impl Iterator<Item = (&ConfigMeta, &Gateway)> {
+        self.of_kind(Kind::Gateway).filter_map(|o| match &o.spec {
+            ConfigSpec::Gateway(gw) => Some((&o.meta, gw)),
+            _ => None,
+        })
+    }
+
+    /// Sidecars in (namespace, name) order.
+    pub fn sidecars(&self) -> impl Iterator<Item = (&ConfigMeta, &Sidecar)> {
+        self.of_kind(Kind::Sidecar).filter_map(|o| match &o.spec {
+            ConfigSpec::Sidecar(sc) => Some((&o.meta, sc)),
+            _ => None,
+        })
+    }
+}

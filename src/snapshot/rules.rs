@@ -1,0 +1,145 @@
+//! Which VirtualService and DestinationRule apply to a host, as seen from a namespace.
+//!
+//! Hosts in configuration objects may be short names, resolved in the object's namespace
+//! (`reviews` in `default` is `reviews.default.svc.cluster.local`), or wildcards (`*`,
+//! `*.example.com`). An object is visible from a namespace when its `exportTo` allows it.
+//!
+//! When several objects of a kind apply to one host, the most specific host wins (an exact
+//! host over a wildcard, a longer wildcard over a shorter one), then an object in the asking
+//! proxy's namespace, then one in the service's namespace, then the first by namespace and
+//! name. (Istio prefers the oldest object where wayfinder, reading files without creation
+//! times, takes namespace and name order.) Objects are not merged: one applies, whole.
+
+use wayfinder_registry::config::{ConfigMeta, DestinationRule, VirtualService};
+
+use super::TrafficConfig;
+
+/// A host as written in an object of `namespace`: short names (no dot) get the namespace and
+/// the mesh domain; full names and wildcards stay.
+pub fn resolve_host(host: &str, namespace: &str, domain: &str) -> String {
+    if host.contains('.') || host == "*" {
+        host.to_string()
+    } else {
+        format!("{host}.{namespace}.svc.{domain}")
+    }
+}
+
+/// Istio's host matching: `*` matches everything, `*.example.com` matches any host ending in
+/// `.example.com`, anything else only itself.
+pub fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some("") => true,
+        Some(suffix) => host.ends_with(suffix) && host.len() > suffix.len(),
+        None => pattern == host,
+    }
+}
+
+/// True when an object of `object_ns` with `export_to` is visible from `namespace`.
+pub fn exported(export_to: &[String], object_ns: &str, namespace: &str) -> bool {
+    export_to.is_empty()
+        || export_to.iter().any(|e| match e.as_str() {
+            "*" => true,
+            "." => object_ns == namespace,
+            "~" => false,
+            other => other == namespace,
+        })
+}
+
+/// Sort key of a candidate: smaller is preferred.
+fn rank(
+    pattern: &str,
+    meta: &ConfigMeta,
+    proxy_ns: &str,
+    service_ns: &str,
+) -> (bool, std::cmp::Reverse<usize>, u8) {
+    let wildcard = pattern.starts_with('*');
+    let place = if &*meta.namespace == proxy_ns {
+        0
+    } else if &*meta.namespace == service_ns {
+        1
+    } else {
+        2
+    };
+    (wildcard, std::cmp::Reverse(pattern.len()), place)
+}
+
+impl TrafficConfig {
+    /// The DestinationRule for `host` (of a service in `service_ns`) seen from `proxy_ns`.
+    pub fn destination_rule(
+        &self,
+        host: &str,
+        service_ns: &str,
+        proxy_ns: &str,
+        domain: &str,
+    ) -> Option<(&ConfigMeta, &DestinationRule)> {
+        self.destination_rules()
+            .filter(|(meta, dr)| exported(&dr.export_to, &meta.namespace, proxy_ns))
+            .filter_map(|(meta, dr)| {
+                let pattern = resolve_host(&dr.host, &meta.namespace, domain);
+                host_matches(&pattern, host)
+                    .then(|| (rank(&pattern, meta, proxy_ns, service_ns), meta, dr))
+            })
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, meta, dr)| (meta, dr))
+    }
+
+    /// The VirtualService for `host` seen by sidecars in `proxy_ns` (bound to `mesh`).
+    pub fn mesh_virtual_service(
+        &self,
+        host: &str,
+        service_ns: &str,
+        proxy_ns: &str,
+        domain: &str,
+    ) -> Option<(&ConfigMeta, &VirtualService)> {
+        self.virtual_services()
+            .filter(|(meta, vs)| {
+                bound_to_mesh(vs) && exported(&vs.export_to, &meta.namespace, proxy_ns)
+            })
+            .filter_map(|(meta, vs)| {
+                let best = vs
+                    .hosts
+                    .iter()
+                    .map(|h| resolve_host(h, &meta.namespace, domain))
+                    .filter(|pattern| host_matches(pattern, host))
+                    .map(|pattern| rank(&pattern, meta, proxy_ns, service_ns))
+                    .min()?;
+                Some((best, meta, vs))
+            })
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, meta, vs)| (meta, vs))
+    }
+}
+
+/// True for VirtualServices that apply to sidecars: no gateways, or `mesh` among them.
+pub fn bound_to_mesh(vs: &VirtualService) -> bool {
+    vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_and_wildcards() {
+        assert_eq!(
+            resolve_host("reviews", "default", "cluster.local"),
+            "reviews.default.svc.cluster.local"
+        );
+        assert_eq!(
+            resolve_host("api.example.com", "default", "cluster.local"),
+            "api.example.com"
+        );
+        assert!(host_matches("*", "x.y"));
+        assert!(host_matches("*.example.com", "a.b.example.com"));
+        assert!(!host_matches("*.example.com", "example.com"));
+        assert!(!host_matches("a.example.com", "b.example.com"));
+    }
+
+    #[test]
+    fn export_rules() {
+        assert!(exported(&[], "a", "b"));
+        assert!(exported(&[".".into()], "a", "a"));
+        assert!(!exported(&[".".into()], "a", "b"));
+        assert!(exported(&["b".into()], "a", "b"));
+    }
+}
