@@ -12,6 +12,7 @@
 mod cluster;
 mod domains;
 mod endpoint;
+mod gateway;
 mod grpc;
 mod inbound;
 mod listener;
@@ -42,9 +43,14 @@ pub struct XdsSnapshot {
     outbound: Memo<Arc<str>, [Arc<ResourceSet>; 2]>,
     grpc_scopes: Memo<Arc<str>, [Arc<ResourceSet>; 4]>,
     listeners: Memo<(Arc<str>, ListenSettings), ResourceSet>,
+    gateways: Memo<GatewayKey, [Arc<ResourceSet>; 2]>,
     routes: Memo<(Arc<str>, Arc<str>), ResourceSet>,
     instances: OnceLock<inbound::Index>,
 }
+
+/// What a gateway's listeners and routes depend on: its namespace, where it listens, and its
+/// labels (which Gateways select it).
+type GatewayKey = (Arc<str>, ListenSettings, Vec<(String, String)>);
 
 /// The resources of one type a proxy may receive: shared layers plus, for some types, a layer
 /// of its own. Names never repeat across layers.
@@ -75,6 +81,7 @@ impl XdsSnapshot {
             outbound: Memo::default(),
             grpc_scopes: Memo::default(),
             listeners: Memo::default(),
+            gateways: Memo::default(),
             routes: Memo::default(),
             instances: OnceLock::new(),
         }
@@ -124,8 +131,6 @@ impl XdsSnapshot {
                 [Arc::new(clusters), Arc::new(endpoints)]
             })
         };
-        // Gateways get their listeners from Gateway resources, which come with traffic
-        // configuration; until then they receive clusters and endpoints only.
         let is_sidecar = proxy.kind == ProxyKind::Sidecar;
         let layers = match type_url {
             TypeUrl::Cluster if is_sidecar => vec![
@@ -145,7 +150,18 @@ impl XdsSnapshot {
                     route::outbound(&Ctx::new(&self.model, &self.domain, ns), &proxy.dns_domain)
                 })]
             }
-            TypeUrl::Listener | TypeUrl::Route => vec![],
+            TypeUrl::Listener | TypeUrl::Route => {
+                // A gateway's listeners depend on its labels (which Gateways select it) and
+                // where it listens; gateways with the same ones share them.
+                let labels: Vec<(String, String)> = proxy.labels.clone().into_iter().collect();
+                let sets = self
+                    .gateways
+                    .get((ns.clone(), proxy.listen.clone(), labels), || {
+                        gateway::resources(&Ctx::new(&self.model, &self.domain, ns), proxy)
+                            .map(Arc::new)
+                    });
+                vec![sets[usize::from(type_url == TypeUrl::Route)].clone()]
+            }
         };
         Resources { layers }
     }

@@ -13,6 +13,7 @@ pub use envoy_types::pb::envoy::extensions::filters::http::cors::v3 as cors;
 pub use envoy_types::pb::envoy::extensions::filters::http::fault::v3 as fault;
 pub use envoy_types::pb::envoy::extensions::filters::http::router::v3 as router;
 pub use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3 as original_dst;
+pub use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3 as tls_inspector;
 pub use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
 pub use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp_proxy;
 pub use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3 as previous_hosts;

@@ -31,7 +31,7 @@ fn configured() -> XdsSnapshot {
         .expect("a valid mesh");
     assert_eq!(
         model.config.objects.len(),
-        8,
+        11,
         "every object of config.yaml passed validation"
     );
     XdsSnapshot::new(Arc::new(model), "cluster.local")
@@ -230,4 +230,38 @@ fn virtual_services_as_routes() {
         "config_rds",
         &render(&configured(), &reviews_sidecar(), TypeUrl::Route, &[]),
     );
+}
+
+#[test]
+fn gateway_listeners_and_routes() {
+    use wayfinder::xds::pb::protobuf::{Value as PbValue, value::Kind};
+    let labels = Struct {
+        fields: [("istio".to_string(), string_value("ingressgateway"))].into(),
+    };
+    let fields = [
+        (
+            "LABELS".to_string(),
+            PbValue {
+                kind: Some(Kind::StructValue(labels)),
+            },
+        ),
+        (
+            "WAYFINDER_LISTEN_ADDRESS".to_string(),
+            string_value("127.0.0.1"),
+        ),
+    ];
+    let node = Node {
+        id: "router~10.0.0.1~ingress-7d9.default~default.svc.cluster.local".into(),
+        metadata: Some(Struct {
+            fields: fields.into(),
+        }),
+        ..Default::default()
+    };
+    let gateway = Proxy::from_node(&node, "cluster.local").unwrap();
+    let snap = configured();
+    let out = serde_json::json!({
+        "listeners": render(&snap, &gateway, TypeUrl::Listener, &[]),
+        "routes": render(&snap, &gateway, TypeUrl::Route, &[]),
+    });
+    check("gateway", &out);
 }

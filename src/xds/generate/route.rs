@@ -94,7 +94,7 @@ fn service_routes(ctx: &Ctx<'_>, svc: &MergedService, port: u16) -> Vec<Route> {
             namespace: &meta.namespace,
             port,
         };
-        let routes = http::routes(&vs.http, port, &dest);
+        let routes = http::routes(&vs.http, port, http::Bound::Mesh, &dest);
         if !routes.is_empty() {
             return routes;
         }
@@ -144,6 +144,17 @@ pub(crate) struct Destinations<'a> {
     namespace: &'a str,
     /// Port of the listener: the destination port when neither the rule nor the service says.
     port: u16,
+}
+
+impl<'a> Destinations<'a> {
+    /// Destinations of a VirtualService of `namespace` served on listener port `port`.
+    pub(crate) fn new(ctx: &'a Ctx<'a>, namespace: &'a str, port: u16) -> Self {
+        Self {
+            ctx,
+            namespace,
+            port,
+        }
+    }
 }
 
 impl Destinations<'_> {

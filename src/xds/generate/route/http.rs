@@ -38,26 +38,45 @@ pub(crate) const CORS_FILTER: &str = "envoy.filters.http.cors";
 const RETRY_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 
+/// Who the routes are for: sidecars, or a gateway known by these names (`ns/name`, and
+/// `name` when the VirtualService shares the gateway's namespace).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Bound<'a> {
+    /// Sidecars (`mesh`).
+    Mesh,
+    /// A gateway.
+    Gateway(&'a [String]),
+}
+
 /// The routes of a VirtualService's HTTP rules that apply to listener port `port`.
-pub(crate) fn routes(rules: &[HttpRoute], port: u16, dest: &Destinations<'_>) -> Vec<Route> {
+pub(crate) fn routes(
+    rules: &[HttpRoute],
+    port: u16,
+    bound: Bound<'_>,
+    dest: &Destinations<'_>,
+) -> Vec<Route> {
     let mut out = Vec::new();
     for rule in rules {
         if rule.matches.is_empty() {
             out.push(convert(rule, None, dest));
             continue;
         }
-        for m in rule.matches.iter().filter(|m| applies(m, port)) {
+        for m in rule.matches.iter().filter(|m| applies(m, port, bound)) {
             out.push(convert(rule, Some(m), dest));
         }
     }
     out
 }
 
-/// A match block applies to a sidecar listener on `port` when it names no port or that port,
-/// and names no gateways or `mesh` among them.
-fn applies(m: &HttpMatchRequest, port: u16) -> bool {
-    m.port.is_none_or(|p| p == u32::from(port))
-        && (m.gateways.is_empty() || m.gateways.iter().any(|g| g == "mesh"))
+/// A match block applies on `port` when it names no port or that port, and no gateways or
+/// the ones the routes are for.
+fn applies(m: &HttpMatchRequest, port: u16, bound: Bound<'_>) -> bool {
+    let gateways = m.gateways.is_empty()
+        || match bound {
+            Bound::Mesh => m.gateways.iter().any(|g| g == "mesh"),
+            Bound::Gateway(names) => m.gateways.iter().any(|g| names.contains(g)),
+        };
+    m.port.is_none_or(|p| p == u32::from(port)) && gateways
 }
 
 fn convert(rule: &HttpRoute, m: Option<&HttpMatchRequest>, dest: &Destinations<'_>) -> Route {
