@@ -10,7 +10,9 @@
 //! name. (Istio prefers the oldest object where wayfinder, reading files without creation
 //! times, takes namespace and name order.) Objects are not merged: one applies, whole.
 
-use wayfinder_registry::config::{ConfigMeta, DestinationRule, VirtualService};
+use std::collections::BTreeMap;
+
+use wayfinder_registry::config::{ConfigMeta, DestinationRule, Sidecar, VirtualService};
 
 use super::TrafficConfig;
 
@@ -108,6 +110,71 @@ impl TrafficConfig {
             .min_by(|a, b| a.0.cmp(&b.0))
             .map(|(_, meta, vs)| (meta, vs))
     }
+}
+
+/// The namespace whose namespace-less `Sidecar` applies to every namespace without one.
+pub const ROOT_NAMESPACE: &str = "istio-system";
+
+impl TrafficConfig {
+    /// The Sidecar that scopes a sidecar proxy in `namespace` with `labels`: one of its
+    /// namespace whose `workloadSelector` the labels satisfy, else its namespace's default (no
+    /// selector), else the default of the root namespace (`istio-system`), as in Istio.
+    pub fn sidecar_for(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<(&ConfigMeta, &Sidecar)> {
+        let selects = |sc: &Sidecar| {
+            sc.workload_selector.as_ref().is_some_and(|s| {
+                !s.labels.is_empty() && s.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            })
+        };
+        let default = |sc: &Sidecar| {
+            sc.workload_selector
+                .as_ref()
+                .is_none_or(|s| s.labels.is_empty())
+        };
+        let in_ns = || self.sidecars().filter(|(m, _)| &*m.namespace == namespace);
+        in_ns()
+            .find(|(_, sc)| selects(sc))
+            .or_else(|| in_ns().find(|(_, sc)| default(sc)))
+            .or_else(|| {
+                self.sidecars()
+                    .find(|(m, sc)| &*m.namespace == ROOT_NAMESPACE && default(sc))
+            })
+    }
+}
+
+/// True when a Sidecar's egress hosts let a proxy see a service (`hostname` in `service_ns`).
+/// Entries are `namespace/host`: `*` any namespace, `.` the Sidecar's own, `~` none; hosts may
+/// be wildcards. A Sidecar without egress listeners limits nothing.
+pub fn egress_allows(
+    sidecar: &Sidecar,
+    sidecar_ns: &str,
+    service_ns: &str,
+    hostname: &str,
+) -> bool {
+    if sidecar.egress.is_empty() {
+        return true;
+    }
+    sidecar.egress.iter().flat_map(|e| &e.hosts).any(|entry| {
+        let (ns, host) = entry.split_once('/').unwrap_or(("*", entry.as_str()));
+        let ns_ok = match ns {
+            "*" => true,
+            "." => service_ns == sidecar_ns,
+            "~" => false,
+            other => other == service_ns,
+        };
+        ns_ok && host_matches(host, hostname)
+    })
+}
+
+/// True when a Sidecar sends traffic for unknown destinations nowhere (`REGISTRY_ONLY`).
+pub fn registry_only(sidecar: Option<&Sidecar>) -> bool {
+    sidecar
+        .and_then(|s| s.outbound_traffic_policy.as_ref())
+        .and_then(|p| p.mode.as_deref())
+        == Some("REGISTRY_ONLY")
 }
 
 /// True for VirtualServices that apply to sidecars: no gateways, or `mesh` among them.

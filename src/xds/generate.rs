@@ -26,12 +26,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use wayfinder_registry::ServiceKey;
-use wayfinder_registry::config::{ConfigKey, ConfigMeta, DestinationRule, Kind};
+use wayfinder_registry::config::{ConfigKey, ConfigMeta, DestinationRule, Kind, Sidecar};
 
+use crate::snapshot::rules::{egress_allows, registry_only};
 use crate::snapshot::{MergedService, Snapshot, Visible};
 use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
-use crate::xds::resource::{Resource, ResourceSet};
+use crate::xds::resource::{Resource, ResourceSet, insert};
 
 /// A model snapshot and the resources generated from it so far.
 pub struct XdsSnapshot {
@@ -39,14 +40,17 @@ pub struct XdsSnapshot {
     domain: Arc<str>,
     published: Instant,
     sidecar_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
-    grpc_services: Memo<ServiceKey, ServiceResources>,
-    outbound: Memo<Arc<str>, [Arc<ResourceSet>; 2]>,
+    grpc_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
+    outbound: Memo<ScopeKey, [Arc<ResourceSet>; 2]>,
     grpc_scopes: Memo<Arc<str>, [Arc<ResourceSet>; 4]>,
-    listeners: Memo<(Arc<str>, ListenSettings), ResourceSet>,
+    listeners: Memo<(ScopeKey, ListenSettings), ResourceSet>,
     gateways: Memo<GatewayKey, [Arc<ResourceSet>; 2]>,
-    routes: Memo<(Arc<str>, Arc<str>), ResourceSet>,
+    routes: Memo<(ScopeKey, Arc<str>), ResourceSet>,
     instances: OnceLock<inbound::Index>,
 }
+
+/// What a sidecar's outbound view depends on: its namespace and the Sidecar object scoping it.
+type ScopeKey = (Arc<str>, Option<ConfigKey>);
 
 /// What a gateway's listeners and routes depend on: its namespace, where it listens, and its
 /// labels (which Gateways select it).
@@ -65,7 +69,6 @@ pub(crate) struct ServiceResources {
     pub(crate) clusters: Vec<Arc<Resource>>,
     pub(crate) endpoints: Vec<Arc<Resource>>,
     pub(crate) listeners: Vec<Arc<Resource>>,
-    pub(crate) routes: Vec<Arc<Resource>>,
 }
 
 impl XdsSnapshot {
@@ -114,14 +117,29 @@ impl XdsSnapshot {
 
     fn sidecar(&self, proxy: &Proxy, type_url: TypeUrl) -> Resources {
         let ns = &proxy.namespace;
+        let is_sidecar = proxy.kind == ProxyKind::Sidecar;
+        // Gateways are not scoped by Sidecar objects.
+        let scope = if is_sidecar {
+            self.model.config.sidecar_for(ns, &proxy.labels)
+        } else {
+            None
+        };
+        let scope_key: ScopeKey = (
+            ns.clone(),
+            scope.map(|(meta, _)| config_key(Kind::Sidecar, meta)),
+        );
+        let ctx = || Ctx::scoped(&self.model, &self.domain, ns, scope);
         let outbound = || {
-            self.outbound.get(ns.clone(), || {
-                let ctx = Ctx::new(&self.model, &self.domain, ns);
+            self.outbound.get(scope_key.clone(), || {
+                let ctx = ctx();
                 let mut clusters = cluster::catch_all();
                 let mut endpoints = ResourceSet::new();
                 for svc in &ctx.visible {
                     let rule = ctx.rule(svc);
-                    let key = (svc.service.key(), rule.map(|(meta, _)| rule_key(meta)));
+                    let key = (
+                        svc.service.key(),
+                        rule.map(|(meta, _)| config_key(Kind::DestinationRule, meta)),
+                    );
                     let r = self
                         .sidecar_services
                         .get(key, || service_resources(svc, rule.map(|(_, dr)| dr)));
@@ -131,24 +149,30 @@ impl XdsSnapshot {
                 [Arc::new(clusters), Arc::new(endpoints)]
             })
         };
-        let is_sidecar = proxy.kind == ProxyKind::Sidecar;
         let layers = match type_url {
-            TypeUrl::Cluster if is_sidecar => vec![
-                outbound()[0].clone(),
-                Arc::new(inbound::clusters(self.instances(), proxy)),
-            ],
+            TypeUrl::Cluster if is_sidecar => {
+                vec![
+                    outbound()[0].clone(),
+                    Arc::new(inbound::clusters(self.instances(), proxy)),
+                ]
+            }
             TypeUrl::Cluster => vec![outbound()[0].clone()],
             TypeUrl::Endpoint => vec![outbound()[1].clone()],
             TypeUrl::Listener if is_sidecar => {
-                let shared = self.listeners.get((ns.clone(), proxy.listen.clone()), || {
-                    listener::outbound(&self.model.visible(ns), &proxy.listen)
-                });
+                let shared = self
+                    .listeners
+                    .get((scope_key.clone(), proxy.listen.clone()), || {
+                        listener::outbound(&ctx(), &proxy.listen)
+                    });
                 vec![shared, Arc::new(inbound::listener(self.instances(), proxy))]
             }
             TypeUrl::Route if is_sidecar => {
-                vec![self.routes.get((ns.clone(), proxy.dns_domain.clone()), || {
-                    route::outbound(&Ctx::new(&self.model, &self.domain, ns), &proxy.dns_domain)
-                })]
+                vec![
+                    self.routes
+                        .get((scope_key.clone(), proxy.dns_domain.clone()), || {
+                            route::outbound(&ctx(), &proxy.dns_domain)
+                        }),
+                ]
             }
             TypeUrl::Listener | TypeUrl::Route => {
                 // A gateway's listeners depend on its labels (which Gateways select it) and
@@ -169,16 +193,31 @@ impl XdsSnapshot {
     fn grpc(&self, proxy: &Proxy, type_url: TypeUrl, requested: &BTreeSet<Arc<str>>) -> Resources {
         let ns = &proxy.namespace;
         let scope = self.grpc_scopes.get(ns.clone(), || {
+            let ctx = Ctx::new(&self.model, &self.domain, ns);
             let mut sets: [ResourceSet; 4] = Default::default();
-            for svc in self.model.visible(ns) {
+            for svc in &ctx.visible {
+                let rule = ctx.rule(svc);
+                let key = (
+                    svc.service.key(),
+                    rule.map(|(meta, _)| config_key(Kind::DestinationRule, meta)),
+                );
                 let r = self
                     .grpc_services
-                    .get(svc.service.key(), || grpc::service_resources(svc));
-                for (set, list) in
-                    sets.iter_mut()
-                        .zip([&r.clusters, &r.endpoints, &r.listeners, &r.routes])
+                    .get(key, || grpc::service_resources(svc, rule.map(|(_, dr)| dr)));
+                for (set, list) in sets
+                    .iter_mut()
+                    .zip([&r.clusters, &r.endpoints, &r.listeners])
                 {
                     set.extend(list.iter().map(|x| (x.name.clone(), x.clone())));
+                }
+                for port in svc
+                    .service
+                    .ports
+                    .iter()
+                    .filter(|p| cluster::is_proxied(p.protocol))
+                {
+                    let name = format!("{}:{}", svc.service.hostname, port.number);
+                    insert(&mut sets[3], grpc::route(&ctx, &name, svc, port));
                 }
             }
             sets.map(Arc::new)
@@ -189,13 +228,8 @@ impl XdsSnapshot {
             .unwrap_or_default();
         let mut layers = vec![scope[index].clone()];
         if matches!(type_url, TypeUrl::Listener | TypeUrl::Route) {
-            let aliases = grpc::aliases(
-                &self.model.visible(ns),
-                proxy,
-                type_url,
-                requested,
-                &scope[index],
-            );
+            let ctx = Ctx::new(&self.model, &self.domain, ns);
+            let aliases = grpc::aliases(&ctx, proxy, type_url, requested, &scope[index]);
             if !aliases.is_empty() {
                 layers.push(Arc::new(aliases));
             }
@@ -225,9 +259,9 @@ fn service_resources(svc: &MergedService, rule: Option<&DestinationRule>) -> Ser
     out
 }
 
-fn rule_key(meta: &ConfigMeta) -> ConfigKey {
+fn config_key(kind: Kind, meta: &ConfigMeta) -> ConfigKey {
     ConfigKey {
-        kind: Kind::DestinationRule,
+        kind,
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
     }
@@ -241,15 +275,40 @@ pub(super) struct Ctx<'a> {
     pub(super) namespace: &'a str,
     /// The visible services, in hostname order.
     pub(super) visible: Visible<'a>,
+    /// True when traffic to unknown destinations goes nowhere (a Sidecar's `REGISTRY_ONLY`).
+    pub(super) registry_only: bool,
 }
 
 impl<'a> Ctx<'a> {
     fn new(model: &'a Snapshot, domain: &'a str, namespace: &'a str) -> Self {
+        Self::scoped(model, domain, namespace, None)
+    }
+
+    /// A context whose services are limited by a Sidecar's egress hosts.
+    fn scoped(
+        model: &'a Snapshot,
+        domain: &'a str,
+        namespace: &'a str,
+        sidecar: Option<(&ConfigMeta, &Sidecar)>,
+    ) -> Self {
+        let mut visible = model.visible(namespace);
+        if let Some((meta, sc)) = sidecar {
+            visible.retain(|s| {
+                egress_allows(
+                    sc,
+                    &meta.namespace,
+                    &s.service.namespace,
+                    &s.service.hostname,
+                )
+            });
+        }
+        let registry_only = registry_only(sidecar.map(|(_, sc)| sc));
         Self {
             model,
             domain,
             namespace,
-            visible: model.visible(namespace),
+            visible,
+            registry_only,
         }
     }
 

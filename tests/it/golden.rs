@@ -31,7 +31,7 @@ fn configured() -> XdsSnapshot {
         .expect("a valid mesh");
     assert_eq!(
         model.config.objects.len(),
-        11,
+        12,
         "every object of config.yaml passed validation"
     );
     XdsSnapshot::new(Arc::new(model), "cluster.local")
@@ -264,4 +264,64 @@ fn gateway_listeners_and_routes() {
         "routes": render(&snap, &gateway, TypeUrl::Route, &[]),
     });
     check("gateway", &out);
+}
+
+#[test]
+fn sidecar_scope_limits_what_a_workload_sees() {
+    use wayfinder::xds::pb::protobuf::{Value as PbValue, value::Kind};
+    let labels = Struct {
+        fields: [("app".to_string(), string_value("scoped"))].into(),
+    };
+    let fields = [
+        (
+            "LABELS".to_string(),
+            PbValue {
+                kind: Some(Kind::StructValue(labels)),
+            },
+        ),
+        (
+            "WAYFINDER_LISTEN_ADDRESS".to_string(),
+            string_value("127.0.0.1"),
+        ),
+    ];
+    let node = Node {
+        id: "sidecar~10.9.9.9~scoped-1.default~default.svc.cluster.local".into(),
+        metadata: Some(Struct {
+            fields: fields.into(),
+        }),
+        ..Default::default()
+    };
+    let scoped = Proxy::from_node(&node, "cluster.local").unwrap();
+    let snap = configured();
+    let names = |t: TypeUrl| -> Vec<String> {
+        snap.resources(&scoped, t, &BTreeSet::new())
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect()
+    };
+    let out = serde_json::json!({
+        "clusters": names(TypeUrl::Cluster),
+        "listeners": render(&snap, &scoped, TypeUrl::Listener, &["virtualOutbound"]),
+        "routes": render(&snap, &scoped, TypeUrl::Route, &[]),
+    });
+    check("sidecar_scope", &out);
+}
+
+#[test]
+fn proxyless_grpc_with_routing() {
+    let p = proxy(
+        "grpc-client-1",
+        &[("GENERATOR", "grpc"), ("NAMESPACE", "default")],
+    );
+    let snap = configured();
+    let names = [
+        "echo.default.svc.cluster.local:7070",
+        "reviews.default.svc.cluster.local:9080",
+    ];
+    let out = serde_json::json!({
+        "routes": render(&snap, &p, TypeUrl::Route, &names),
+        "clusters": render(&snap, &p, TypeUrl::Cluster, &["outbound|9080|v2|reviews.default.svc.cluster.local"]),
+        "endpoints": render(&snap, &p, TypeUrl::Endpoint, &["outbound|9080|v2|reviews.default.svc.cluster.local"]),
+    });
+    check("grpc_routing", &out);
 }

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use super::Ctx;
 use super::proto::{ads, any, bool_value, socket_address, u32_value};
-use crate::snapshot::{MergedService, Visible};
+use crate::snapshot::MergedService;
 use crate::xds::names;
 use crate::xds::pb::core::TrafficDirection;
 use crate::xds::pb::hcm::{
@@ -27,9 +28,10 @@ use crate::xds::resource::{Resource, ResourceSet, insert};
 ///
 /// Per-port listeners do not bind (`bind_to_port: false`): `virtualOutbound` hands them the
 /// connections it captures.
-pub(super) fn outbound(visible: &Visible<'_>, listen: &ListenSettings) -> ResourceSet {
+pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> ResourceSet {
+    let visible = &ctx.visible;
     let mut set = ResourceSet::new();
-    insert(&mut set, virtual_outbound(listen));
+    insert(&mut set, virtual_outbound(listen, ctx.registry_only));
     let mut http_ports: BTreeMap<u16, ()> = BTreeMap::new();
     for svc in visible {
         for port in svc.service.ports.iter().filter(|p| p.protocol.is_http()) {
@@ -112,7 +114,14 @@ fn tcp_listeners(
     }
 }
 
-fn virtual_outbound(listen: &ListenSettings) -> Resource {
+/// `virtualOutbound`; unknown destinations pass through, or, under a Sidecar's
+/// `REGISTRY_ONLY`, go to `BlackHoleCluster`.
+fn virtual_outbound(listen: &ListenSettings, registry_only: bool) -> Resource {
+    let catch_all = if registry_only {
+        names::BLACKHOLE_CLUSTER
+    } else {
+        names::PASSTHROUGH_CLUSTER
+    };
     let listener = Listener {
         name: names::VIRTUAL_OUTBOUND.into(),
         address: socket_address(&listen.address, listen.outbound_port),
@@ -122,10 +131,7 @@ fn virtual_outbound(listen: &ListenSettings) -> Resource {
             .into_iter()
             .chain([FilterChain {
                 name: "virtualOutbound-catchall-tcp".into(),
-                filters: vec![tcp_proxy(
-                    names::PASSTHROUGH_CLUSTER,
-                    names::PASSTHROUGH_CLUSTER,
-                )],
+                filters: vec![tcp_proxy(catch_all, catch_all)],
                 ..Default::default()
             }])
             .collect(),

@@ -58,12 +58,7 @@ pub(super) fn outbound(ctx: &Ctx<'_>, proxy_domain: &str) -> ResourceSet {
                 })
             })
             .collect();
-        virtual_hosts.push(VirtualHost {
-            name: "allow_any".into(),
-            domains: vec!["*".into()],
-            routes: vec![default_route(names::PASSTHROUGH_CLUSTER.into())],
-            ..Default::default()
-        });
+        virtual_hosts.push(catch_all(ctx.registry_only));
         let config = RouteConfiguration {
             name: name.clone(),
             virtual_hosts,
@@ -78,6 +73,40 @@ pub(super) fn outbound(ctx: &Ctx<'_>, proxy_domain: &str) -> ResourceSet {
         insert(&mut set, resource);
     }
     set
+}
+
+/// The catch-all virtual host: `allow_any` to `PassthroughCluster`, or under a Sidecar's
+/// `REGISTRY_ONLY`, Istio's `block_all`, answering 502.
+fn catch_all(registry_only: bool) -> VirtualHost {
+    let routes = if registry_only {
+        vec![Route {
+            name: "block_all".into(),
+            r#match: Some(RouteMatch {
+                path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                ..Default::default()
+            }),
+            action: Some(route::Action::DirectResponse(
+                crate::xds::pb::route::DirectResponseAction {
+                    status: 502,
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }]
+    } else {
+        vec![default_route(names::PASSTHROUGH_CLUSTER.into())]
+    };
+    let name = if registry_only {
+        "block_all"
+    } else {
+        "allow_any"
+    };
+    VirtualHost {
+        name: name.into(),
+        domains: vec!["*".into()],
+        routes,
+        ..Default::default()
+    }
 }
 
 /// The routes for one service on one port.
