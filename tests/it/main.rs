@@ -9,6 +9,9 @@
 //! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
 //! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
 //!   binary (they need `scripts/install-test-tools`; see `tools`).
+//! - `gateway`: real Envoy 1.40 as an ingress gateway (Gateway and VirtualServices from
+//!   `--config-dir`) in front of HTTP backends on loopback: splits, matches, faults, retries,
+//!   route moves without loss, cluster changes without warming.
 //! - `bad_input`: malformed files and failing registries against the binary.
 
 // A failed unwrap in a test is a test failure with its message and backtrace: what we want.
@@ -20,6 +23,7 @@ mod bookinfo;
 mod cli;
 mod config;
 mod envoy;
+mod gateway;
 mod golden;
 mod grpc;
 mod support;
