@@ -31,7 +31,7 @@ fn configured() -> XdsSnapshot {
         .expect("a valid mesh");
     assert_eq!(
         model.config.objects.len(),
-        12,
+        13,
         "every object of config.yaml passed validation"
     );
     XdsSnapshot::new(Arc::new(model), "cluster.local")
@@ -324,4 +324,17 @@ fn proxyless_grpc_with_routing() {
         "endpoints": render(&snap, &p, TypeUrl::Endpoint, &["outbound|9080|v2|reviews.default.svc.cluster.local"]),
     });
     check("grpc_routing", &out);
+}
+
+#[test]
+fn virtual_service_tcp_and_tls_rules_as_listeners() {
+    check(
+        "config_lds",
+        &render(
+            &configured(),
+            &reviews_sidecar(),
+            TypeUrl::Listener,
+            &["127.0.0.1_6379", "127.0.0.1_443"],
+        ),
+    );
 }

@@ -22,12 +22,10 @@
 
 use std::collections::BTreeMap;
 
-use wayfinder_registry::config::{
-    ConfigMeta, Gateway, RouteDestination, Server, ServerTlsMode, VirtualService,
-};
+use wayfinder_registry::config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};
 
 use super::Ctx;
-use super::listener::{mesh_http_filters, network_filter};
+use super::listener::{mesh_http_filters, network_filter, tcp_route, tls_inspector};
 use super::proto::{ads, any, socket_address};
 use super::route::Destinations;
 use super::route::http::{Bound, routes};
@@ -37,16 +35,12 @@ use crate::xds::pb::core::{
     DataSource, TrafficDirection, TransportSocket, data_source, transport_socket,
 };
 use crate::xds::pb::hcm::{HttpConnectionManager, Rds, http_connection_manager};
-use crate::xds::pb::listener::{
-    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
-};
+use crate::xds::pb::listener::{FilterChain, FilterChainMatch, Listener};
 use crate::xds::pb::route::{RouteConfiguration, VirtualHost, virtual_host};
-use crate::xds::pb::tcp_proxy::{TcpProxy, tcp_proxy};
 use crate::xds::pb::tls::{
     CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
     common_tls_context,
 };
-use crate::xds::pb::tls_inspector::TlsInspector;
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
@@ -368,7 +362,7 @@ fn passthrough_chains(ctx: &Ctx<'_>, b: &GatewayServer<'_>, port: u16) -> Vec<Fi
                         server_names: m.sni_hosts.clone(),
                         ..Default::default()
                     }),
-                    filters: vec![tcp(&stat, &rule.route, &dest)],
+                    filters: vec![tcp_route(&stat, &rule.route, &dest)],
                     ..Default::default()
                 });
             }
@@ -390,44 +384,10 @@ fn tcp_chain(ctx: &Ctx<'_>, b: &GatewayServer<'_>, port: u16) -> Option<FilterCh
             let dest = Destinations::new(ctx, &meta.namespace, port);
             let stat = format!("{}.{}", meta.namespace, meta.name);
             return Some(FilterChain {
-                filters: vec![tcp(&stat, &rule.route, &dest)],
+                filters: vec![tcp_route(&stat, &rule.route, &dest)],
                 ..Default::default()
             });
         }
     }
     None
-}
-
-/// A `tcp_proxy` to one destination, or weighted among several.
-fn tcp(stat_prefix: &str, route: &[RouteDestination], dest: &Destinations<'_>) -> Filter {
-    let specifier = match route {
-        [one] => tcp_proxy::ClusterSpecifier::Cluster(dest.cluster(&one.destination)),
-        many => tcp_proxy::ClusterSpecifier::WeightedClusters(tcp_proxy::WeightedCluster {
-            clusters: many
-                .iter()
-                .filter(|d| d.weight.unwrap_or(0) > 0)
-                .map(|d| tcp_proxy::weighted_cluster::ClusterWeight {
-                    name: dest.cluster(&d.destination),
-                    weight: u32::try_from(d.weight.unwrap_or(0)).unwrap_or(0),
-                    ..Default::default()
-                })
-                .collect(),
-        }),
-    };
-    let proxy = TcpProxy {
-        stat_prefix: stat_prefix.to_string(),
-        cluster_specifier: Some(specifier),
-        ..Default::default()
-    };
-    network_filter("envoy.filters.network.tcp_proxy", any(&proxy))
-}
-
-fn tls_inspector() -> ListenerFilter {
-    ListenerFilter {
-        name: "envoy.filters.listener.tls_inspector".into(),
-        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-            &TlsInspector::default(),
-        ))),
-        ..Default::default()
-    }
 }

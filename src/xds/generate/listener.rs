@@ -4,17 +4,22 @@ use std::collections::BTreeMap;
 
 use super::Ctx;
 use super::proto::{ads, any, bool_value, socket_address, u32_value};
+use super::route::Destinations;
 use crate::snapshot::MergedService;
 use crate::xds::names;
 use crate::xds::pb::core::TrafficDirection;
 use crate::xds::pb::hcm::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
-use crate::xds::pb::listener::{Filter, FilterChain, FilterChainMatch, Listener, filter};
+use crate::xds::pb::listener::{
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
+};
 use crate::xds::pb::router::Router;
 use crate::xds::pb::tcp_proxy::{TcpProxy, tcp_proxy};
 use crate::xds::proxy::ListenSettings;
 use crate::xds::resource::{Resource, ResourceSet, insert};
+use wayfinder_registry::Protocol;
+use wayfinder_registry::config::RouteDestination;
 
 /// `virtualOutbound` on the capture port (original destination; unknown destinations pass
 /// through, traffic to the capture port itself is dropped to avoid loops), and per port:
@@ -53,6 +58,7 @@ pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> ResourceSet {
         };
         insert(&mut set, Resource::encode(name, &listener));
     }
+    let mut opaque: BTreeMap<String, Opaque> = BTreeMap::new();
     for svc in visible {
         for port in svc
             .service
@@ -60,29 +66,61 @@ pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> ResourceSet {
             .iter()
             .filter(|p| !p.protocol.is_http() && super::cluster::is_proxied(p.protocol))
         {
-            tcp_listeners(
-                &mut set,
+            opaque_chains(
+                ctx,
+                &mut opaque,
                 svc,
-                port.number,
+                port,
                 listen,
                 http_ports.contains_key(&port.number),
             );
         }
     }
+    for (name, o) in opaque {
+        let listener = Listener {
+            name: name.clone(),
+            address: socket_address(&o.address, o.port),
+            filter_chains: o.chains,
+            listener_filters: if o.tls {
+                vec![tls_inspector()]
+            } else {
+                Vec::new()
+            },
+            bind_to_port: bool_value(false),
+            traffic_direction: TrafficDirection::Outbound as i32,
+            ..Default::default()
+        };
+        insert(&mut set, Resource::encode(name, &listener));
+    }
     set
 }
 
-fn tcp_listeners(
-    set: &mut ResourceSet,
-    svc: &MergedService,
+/// A listener for opaque (non-HTTP) traffic being assembled.
+struct Opaque {
+    address: String,
     port: u16,
+    tls: bool,
+    chains: Vec<FilterChain>,
+}
+
+/// The filter chains of one service port on its listeners (`<vip>_<port>` per VIP, else
+/// `<addr>_<port>`). TCP: one chain to the service, or to the destinations of the first
+/// VirtualService `tcp` rule for the port; a second TCP service on the same listener is left
+/// out (Envoy cannot tell them apart). TLS and HTTPS: chains matched by SNI (the service's
+/// host, or the `sniHosts` of VirtualService `tls` rules), so services share the listener.
+fn opaque_chains(
+    ctx: &Ctx<'_>,
+    listeners: &mut BTreeMap<String, Opaque>,
+    svc: &MergedService,
+    port: &wayfinder_registry::Port,
     listen: &ListenSettings,
     http_taken: bool,
 ) {
-    let cluster = names::outbound_cluster(port, "", &svc.service.hostname);
+    let tls = matches!(port.protocol, Protocol::Tls | Protocol::Https);
+    let host = &svc.service.hostname;
     let addresses: Vec<String> = if svc.service.addresses.is_empty() {
         if http_taken {
-            tracing::debug!(service = %svc.service.key(), port, "TCP port without a VIP shadowed by HTTP services");
+            tracing::debug!(service = %svc.service.key(), port = port.number, "opaque port without a VIP shadowed by HTTP services");
             return;
         }
         vec![listen.address.to_string()]
@@ -93,24 +131,130 @@ fn tcp_listeners(
             .map(|a| a.to_string())
             .collect()
     };
+    let vs = ctx.model.config.mesh_virtual_service(
+        host,
+        &svc.service.namespace,
+        ctx.namespace,
+        ctx.domain,
+    );
+    let chains = match vs {
+        Some((meta, vs)) if tls && !vs.tls.is_empty() => {
+            let dest = Destinations::new(ctx, &meta.namespace, port.number);
+            vs.tls
+                .iter()
+                .flat_map(|rule| {
+                    let dest = &dest;
+                    rule.matches
+                        .iter()
+                        .filter(|m| m.port.is_none_or(|p| p == u32::from(port.number)))
+                        .map(move |m| {
+                            sni_chain(m.sni_hosts.clone(), tcp_route(host, &rule.route, dest))
+                        })
+                })
+                .collect()
+        }
+        Some((meta, vs)) if !tls => {
+            let dest = Destinations::new(ctx, &meta.namespace, port.number);
+            let rule = vs.tcp.iter().find(|r| {
+                r.matches.is_empty()
+                    || r.matches
+                        .iter()
+                        .any(|m| m.port.is_none_or(|p| p == u32::from(port.number)))
+            });
+            let filter = match rule {
+                Some(rule) => tcp_route(host, &rule.route, &dest),
+                None => tcp_proxy(host, &names::outbound_cluster(port.number, "", host)),
+            };
+            vec![FilterChain {
+                filters: vec![filter],
+                ..Default::default()
+            }]
+        }
+        _ => {
+            let filter = tcp_proxy(host, &names::outbound_cluster(port.number, "", host));
+            if tls {
+                vec![sni_chain(vec![host.to_string()], filter)]
+            } else {
+                vec![FilterChain {
+                    filters: vec![filter],
+                    ..Default::default()
+                }]
+            }
+        }
+    };
     for address in addresses {
-        let name = names::listener(&address, port);
-        if set.contains_key(name.as_str()) {
+        let name = names::listener(&address, port.number);
+        let entry = listeners.entry(name.clone()).or_insert_with(|| Opaque {
+            address,
+            port: port.number,
+            tls,
+            chains: Vec::new(),
+        });
+        if entry.tls != tls || (!tls && !entry.chains.is_empty()) {
             tracing::debug!(service = %svc.service.key(), listener = %name, "listener already taken by another service");
             continue;
         }
-        let listener = Listener {
-            name: name.clone(),
-            address: socket_address(&address, port),
-            filter_chains: vec![FilterChain {
-                filters: vec![tcp_proxy(&name, &cluster)],
-                ..Default::default()
-            }],
-            bind_to_port: bool_value(false),
-            traffic_direction: TrafficDirection::Outbound as i32,
+        for chain in &chains {
+            let names = chain.filter_chain_match.as_ref().map(|m| &m.server_names);
+            let taken = entry
+                .chains
+                .iter()
+                .any(|c| c.filter_chain_match.as_ref().map(|m| &m.server_names) == names);
+            if !taken {
+                entry.chains.push(chain.clone());
+            }
+        }
+    }
+}
+
+fn sni_chain(server_names: Vec<String>, filter: Filter) -> FilterChain {
+    FilterChain {
+        filter_chain_match: Some(FilterChainMatch {
+            server_names,
             ..Default::default()
-        };
-        insert(set, Resource::encode(name, &listener));
+        }),
+        filters: vec![filter],
+        ..Default::default()
+    }
+}
+
+/// A `tcp_proxy` to one destination, or weighted among several (zero weights dropped).
+pub(super) fn tcp_route(
+    stat_prefix: &str,
+    route: &[RouteDestination],
+    dest: &Destinations<'_>,
+) -> Filter {
+    use crate::xds::pb::tcp_proxy::tcp_proxy as tp;
+    let specifier = match route {
+        [one] => tp::ClusterSpecifier::Cluster(dest.cluster(&one.destination)),
+        many => tp::ClusterSpecifier::WeightedClusters(tp::WeightedCluster {
+            clusters: many
+                .iter()
+                .filter(|d| d.weight.unwrap_or(0) > 0)
+                .map(|d| tp::weighted_cluster::ClusterWeight {
+                    name: dest.cluster(&d.destination),
+                    weight: u32::try_from(d.weight.unwrap_or(0)).unwrap_or(0),
+                    ..Default::default()
+                })
+                .collect(),
+        }),
+    };
+    let proxy = TcpProxy {
+        stat_prefix: stat_prefix.to_string(),
+        cluster_specifier: Some(specifier),
+        ..Default::default()
+    };
+    network_filter("envoy.filters.network.tcp_proxy", any(&proxy))
+}
+
+/// The TLS inspector, which reads the SNI that filter chains match on.
+pub(super) fn tls_inspector() -> ListenerFilter {
+    ListenerFilter {
+        name: "envoy.filters.listener.tls_inspector".into(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+            &crate::xds::pb::tls_inspector::TlsInspector::default(),
+        ))),
+        ..Default::default()
     }
 }
 
