@@ -17,9 +17,14 @@
 // xDS subscription) for its whole life; a test decides when calls are made by writing
 // commands, one per line, on stdin:
 //
-//     call N [TIMEOUT_S]   N unary calls to /wayfinder.test.Echo/Whoami, one after another,
-//                          each with a deadline of TIMEOUT_S seconds (default 5); prints one
-//                          line: {"ok": {"NAME": count, ...}, "errors": {"CODE": count, ...},
+//     call N [TIMEOUT_S] [KEY=VALUE ...]
+//                          N unary calls to /wayfinder.test.Echo/Whoami, one after another,
+//                          each with a deadline of TIMEOUT_S seconds (default 5) and the
+//                          metadata KEY: VALUE (every pair; KEY is lowercased and must then be
+//                          made of a-z, 0-9, '-', '_' and '.', not ending in -bin; VALUE is
+//                          everything after the first '=', printable ASCII, possibly empty);
+//                          prints one line:
+//                          {"ok": {"NAME": count, ...}, "errors": {"CODE": count, ...},
 //                          "last_error": "details" | null}
 //                          (NAME: the answering backend's name; CODE: a status code name
 //                          such as UNAVAILABLE, spelled as grpc.StatusCode in Python)
@@ -36,6 +41,9 @@ const readline = require('readline');
 
 const SERVICE_METHOD = '/wayfinder.test.Echo/Whoami';
 const DEFAULT_TIMEOUT_S = 5.0;
+const COMMANDS = 'call N [TIMEOUT_S] [KEY=VALUE ...] | quit';
+const METADATA_KEY = /^[0-9a-z_.-]+$/;
+const METADATA_VALUE = /^[!-~]*$/; // printable ASCII (no spaces: words split on them)
 const PROG = path.basename(process.argv[1] || 'grpc_client.js');
 const USAGE =
   `usage: ${PROG} [-h] --target TARGET [--xds-server XDS_SERVER] [--node-id NODE_ID]\n` +
@@ -163,6 +171,31 @@ function parseFloatArg(s) {
     : NaN;
 }
 
+// [n, timeoutS, metadata pairs] of `call N [TIMEOUT_S] [KEY=VALUE ...]`'s words after
+// `call`, as parse_call of grpc_client.py; null when they are malformed.
+function parseCall(words) {
+  if (words.length === 0) return null;
+  const n = parseIntArg(words[0]);
+  let rest = words.slice(1);
+  let timeoutS = DEFAULT_TIMEOUT_S;
+  if (rest.length > 0 && !rest[0].includes('=')) {
+    timeoutS = parseFloatArg(rest[0]);
+    rest = rest.slice(1);
+  }
+  if (Number.isNaN(n) || Number.isNaN(timeoutS) || n < 0 || !(timeoutS > 0)) return null;
+  const metadata = [];
+  for (const pair of rest) {
+    const eq = pair.indexOf('=');
+    if (eq < 0) return null;
+    // Python's str.lower() and this agree on the only keys accepted: ASCII ones.
+    const key = pair.slice(0, eq).toLowerCase();
+    const value = pair.slice(eq + 1);
+    if (!METADATA_KEY.test(key) || !METADATA_VALUE.test(value) || key.endsWith('-bin')) return null;
+    metadata.push([key, value]);
+  }
+  return [n, timeoutS, metadata];
+}
+
 // Finds a package the way `require` does (node_modules next to this script and above, then
 // NODE_PATH), falling back to .tools/node/node_modules of this checkout.
 function resolvePackage(name, from) {
@@ -215,27 +248,29 @@ async function main() {
   };
   onSignal = stop;
 
-  function whoami(timeoutS) {
+  function whoami(timeoutS, pairs) {
     return new Promise((resolve) => {
       const deadline = Date.now() + timeoutS * 1000;
+      const metadata = new grpc.Metadata();
+      for (const [key, value] of pairs) metadata.add(key, value);
       client.makeUnaryRequest(
         SERVICE_METHOD,
         identity,
         identity,
         Buffer.alloc(0),
-        new grpc.Metadata(),
+        metadata,
         { deadline },
         (err, response) => resolve({ err, response }),
       );
     });
   }
 
-  async function call(n, timeoutS) {
+  async function call(n, timeoutS, pairs) {
     const ok = {};
     const errors = {};
     let lastError = null;
     for (let i = 0; i < n && !stopping; i++) {
-      const { err, response } = await whoami(timeoutS);
+      const { err, response } = await whoami(timeoutS, pairs);
       if (err) {
         const code = (typeof err.code === 'number' && grpc.status[err.code]) || 'UNKNOWN';
         errors[code] = (errors[code] || 0) + 1;
@@ -254,19 +289,18 @@ async function main() {
     const words = line.split(/\s+/).filter((w) => w !== '');
     if (words.length === 0) continue;
     if (words[0] === 'quit' && words.length === 1) break;
-    if (words[0] === 'call' && (words.length === 2 || words.length === 3)) {
-      const n = parseIntArg(words[1]);
-      const timeoutS = words.length === 3 ? parseFloatArg(words[2]) : DEFAULT_TIMEOUT_S;
-      if (Number.isNaN(n) || Number.isNaN(timeoutS) || n < 0 || timeoutS <= 0) {
+    if (words[0] === 'call' && words.length >= 2) {
+      const parsed = parseCall(words.slice(1));
+      if (parsed === null) {
         emit({ error: `bad arguments: ${pyRepr(line.trim())}` });
         continue;
       }
-      const result = await call(n, timeoutS);
+      const result = await call(...parsed);
       if (stopping) break;
       emit(result);
       continue;
     }
-    emit({ error: `unknown command: ${pyRepr(line.trim())} (expected: call N [TIMEOUT_S] | quit)` });
+    emit({ error: `unknown command: ${pyRepr(line.trim())} (expected: ${COMMANDS})` });
   }
   stop();
 }

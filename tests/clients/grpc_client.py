@@ -9,9 +9,14 @@ hands it to gRPC through GRPC_XDS_BOOTSTRAP_CONFIG, set before grpc is imported.
 one channel and keeps it (and so its xDS subscription) for its whole life; a test decides
 when calls are made by writing commands, one per line, on stdin:
 
-    call N [TIMEOUT_S]   N unary calls to /wayfinder.test.Echo/Whoami, one after another,
-                         each with a deadline of TIMEOUT_S seconds (default 5); prints one
-                         line: {"ok": {"NAME": count, ...}, "errors": {"CODE": count, ...},
+    call N [TIMEOUT_S] [KEY=VALUE ...]
+                         N unary calls to /wayfinder.test.Echo/Whoami, one after another,
+                         each with a deadline of TIMEOUT_S seconds (default 5) and the
+                         metadata KEY: VALUE (every pair; KEY is lowercased and must then be
+                         made of a-z, 0-9, '-', '_' and '.', not ending in -bin; VALUE is
+                         everything after the first '=', printable ASCII, possibly empty);
+                         prints one line:
+                         {"ok": {"NAME": count, ...}, "errors": {"CODE": count, ...},
                          "last_error": "details" | null}
                          (NAME: the answering backend's name; CODE: a grpc.StatusCode name
                          such as UNAVAILABLE)
@@ -24,10 +29,14 @@ Every command gets exactly one JSON line on stdout, flushed; a line it cannot pa
 import argparse
 import json
 import os
+import re
 import sys
 
 SERVICE_METHOD = "/wayfinder.test.Echo/Whoami"
 DEFAULT_TIMEOUT_S = 5.0
+USAGE = "call N [TIMEOUT_S] [KEY=VALUE ...] | quit"
+METADATA_KEY = re.compile(r"[0-9a-z_.-]+")
+METADATA_VALUE = re.compile(r"[!-~]*")  # printable ASCII (no spaces: words split on them)
 
 
 def parse_args() -> argparse.Namespace:
@@ -60,6 +69,31 @@ def bootstrap(xds_server: str, node_id: str, namespace: str) -> str:
     )
 
 
+def parse_call(words: list) -> tuple:
+    """(n, timeout, metadata) of `call N [TIMEOUT_S] [KEY=VALUE ...]`'s words after `call`;
+    raises ValueError when they are malformed."""
+    if not words:
+        raise ValueError
+    n = int(words[0])
+    rest = words[1:]
+    timeout = DEFAULT_TIMEOUT_S
+    if rest and "=" not in rest[0]:
+        timeout = float(rest[0])
+        rest = rest[1:]
+    if n < 0 or not timeout > 0:
+        raise ValueError
+    metadata = []
+    for pair in rest:
+        key, sep, value = pair.partition("=")
+        key = key.lower()
+        if not (sep and METADATA_KEY.fullmatch(key) and METADATA_VALUE.fullmatch(value)):
+            raise ValueError
+        if key.endswith("-bin"):  # binary metadata: its value would have to be bytes
+            raise ValueError
+        metadata.append((key, value))
+    return n, timeout, tuple(metadata)
+
+
 def emit(obj) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
@@ -82,13 +116,13 @@ def main() -> int:
         SERVICE_METHOD, request_serializer=None, response_deserializer=None
     )
 
-    def call(n: int, timeout: float) -> dict:
+    def call(n: int, timeout: float, metadata: tuple) -> dict:
         ok: dict = {}
         errors: dict = {}
         last_error = None
         for _ in range(n):
             try:
-                name = whoami(b"", timeout=timeout).decode("utf-8", "replace")
+                name = whoami(b"", timeout=timeout, metadata=metadata).decode("utf-8", "replace")
                 ok[name] = ok.get(name, 0) + 1
             except grpc.RpcError as e:
                 code = e.code().name if e.code() is not None else "UNKNOWN"
@@ -103,18 +137,15 @@ def main() -> int:
                 continue
             if words[0] == "quit" and len(words) == 1:
                 break
-            if words[0] == "call" and len(words) in (2, 3):
+            if words[0] == "call" and len(words) >= 2:
                 try:
-                    n = int(words[1])
-                    timeout = float(words[2]) if len(words) == 3 else DEFAULT_TIMEOUT_S
-                    if n < 0 or timeout <= 0:
-                        raise ValueError
+                    n, timeout, metadata = parse_call(words[1:])
                 except ValueError:
                     emit({"error": f"bad arguments: {line.strip()!r}"})
                     continue
-                emit(call(n, timeout))
+                emit(call(n, timeout, metadata))
                 continue
-            emit({"error": f"unknown command: {line.strip()!r} (expected: call N [TIMEOUT_S] | quit)"})
+            emit({"error": f"unknown command: {line.strip()!r} (expected: {USAGE})"})
     except KeyboardInterrupt:
         pass
     finally:

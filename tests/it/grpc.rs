@@ -1,4 +1,5 @@
-//! A real proxyless gRPC client (Python grpcio) resolving a service through wayfinder.
+//! Real proxyless gRPC clients (Python grpcio, Node grpc-js-xds) resolving a service through
+//! wayfinder, and the helpers that drive them (also used by `grpc_routing`).
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -13,7 +14,7 @@ use crate::support::fixtures::{service_entry, write};
 use crate::tools::{Tools, tools};
 
 /// A child process driven over stdin/stdout, killed by pid when dropped.
-struct Driven {
+pub(crate) struct Driven {
     child: Child,
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
@@ -51,7 +52,12 @@ impl Driven {
         }
     }
 
-    async fn line(&mut self) -> Value {
+    /// Asks the client to exit (it also exits, or is killed, when dropped).
+    pub(crate) async fn quit(&mut self) {
+        self.stdin.write_all(b"quit\n").await.unwrap();
+    }
+
+    pub(crate) async fn line(&mut self) -> Value {
         let line = tokio::time::timeout(DEADLINE, self.stdout.next_line())
             .await
             .expect("an answer within the deadline")
@@ -62,19 +68,25 @@ impl Driven {
 }
 
 /// A backend answering `Whoami` with its name.
-async fn backend(tools: &Tools, name: &str) -> (Driven, u16) {
+pub(crate) async fn backend(tools: &Tools, name: &str) -> (Driven, u16) {
     let mut b = Driven::spawn(&tools.python, tools.grpc_backend(), &["--name", name], &[]);
     let port = b.line().await["port"].as_u64().expect("the backend's port");
     (b, u16::try_from(port).unwrap())
 }
 
-/// Makes `n` calls; returns answers per backend name, and errors per status code.
-async fn call(client: &mut Driven, n: u32) -> (BTreeMap<String, u64>, Value) {
-    client
-        .stdin
-        .write_all(format!("call {n} 5\n").as_bytes())
-        .await
-        .unwrap();
+/// Makes `n` calls with `metadata`; returns answers per backend name, and the whole answer
+/// (with errors per status code).
+pub(crate) async fn call(
+    client: &mut Driven,
+    n: u32,
+    metadata: &[(&str, &str)],
+) -> (BTreeMap<String, u64>, Value) {
+    let mut command = format!("call {n} 5");
+    for (k, v) in metadata {
+        command.push_str(&format!(" {k}={v}"));
+    }
+    command.push('\n');
+    client.stdin.write_all(command.as_bytes()).await.unwrap();
     let answer = client.line().await;
     let ok = answer["ok"]
         .as_object()
@@ -87,18 +99,19 @@ async fn call(client: &mut Driven, n: u32) -> (BTreeMap<String, u64>, Value) {
     (ok, answer)
 }
 
-/// Makes batches of `n` calls until one satisfies `done`.
-async fn until(
+/// Makes batches of `n` calls with `metadata` until one satisfies `done`; returns that one.
+pub(crate) async fn until(
     client: &mut Driven,
     what: &str,
     n: u32,
+    metadata: &[(&str, &str)],
     done: impl Fn(&BTreeMap<String, u64>) -> bool,
-) {
+) -> (BTreeMap<String, u64>, Value) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
-        let (ok, answer) = call(client, n).await;
+        let (ok, answer) = call(client, n, metadata).await;
         if done(&ok) {
-            return;
+            return (ok, answer);
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -109,10 +122,31 @@ async fn until(
 }
 
 /// Which xDS client library drives the calls.
-#[derive(Clone, Copy)]
-enum Client {
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Client {
     Python,
     Node,
+}
+
+impl Client {
+    /// Starts this client for `xds:///HOST:PORT` `target` with ADS server `xds` and `node_id`.
+    pub(crate) fn spawn(self, tools: &Tools, target: &str, xds: &str, node_id: &str) -> Driven {
+        let args = [
+            "--target",
+            target,
+            "--xds-server",
+            xds,
+            "--node-id",
+            node_id,
+        ];
+        match self {
+            Client::Python => Driven::spawn(&tools.python, tools.grpc_client(), &args, &[]),
+            Client::Node => {
+                let env = [("NODE_PATH", tools.node_modules.as_path())];
+                Driven::spawn(&tools.node, tools.grpc_node_client(), &args, &env)
+            }
+        }
+    }
 }
 
 #[tokio::test]
@@ -139,23 +173,9 @@ async fn follows_endpoints(tools: &Tools, kind: Client) {
     let w = Wayfinder::with_files("", dir.path()).await;
     let xds = w.grpc.to_string();
     let target = format!("xds:///{host}:7070");
-    let args = [
-        "--target",
-        &target,
-        "--xds-server",
-        &xds,
-        "--node-id",
-        "grpc-test-client",
-    ];
-    let mut client = match kind {
-        Client::Python => Driven::spawn(&tools.python, tools.grpc_client(), &args, &[]),
-        Client::Node => {
-            let env = [("NODE_PATH", tools.node_modules.as_path())];
-            Driven::spawn(&tools.node, tools.grpc_node_client(), &args, &env)
-        }
-    };
+    let mut client = kind.spawn(tools, &target, &xds, "grpc-test-client");
 
-    let (ok, answer) = call(&mut client, 20).await;
+    let (ok, answer) = call(&mut client, 20, &[]).await;
     assert_eq!(
         ok.values().sum::<u64>(),
         20,
@@ -168,20 +188,20 @@ async fn follows_endpoints(tools: &Tools, kind: Client) {
 
     // Remove b: once the client has the change, every call goes to a.
     write(dir.path(), "echo.yaml", &entry(&[port_a]));
-    until(&mut client, "calls to stop reaching b", 4, |ok| {
+    until(&mut client, "calls to stop reaching b", 4, &[], |ok| {
         ok.get("a") == Some(&4)
     })
     .await;
-    let (ok, answer) = call(&mut client, 20).await;
+    let (ok, answer) = call(&mut client, 20, &[]).await;
     assert_eq!(ok, BTreeMap::from([("a".to_string(), 20)]), "{answer}");
 
     // Add it back: both again.
     write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
-    until(&mut client, "calls to reach b again", 10, |ok| {
+    until(&mut client, "calls to reach b again", 10, &[], |ok| {
         ok.contains_key("b")
     })
     .await;
-    let (ok, answer) = call(&mut client, 20).await;
+    let (ok, answer) = call(&mut client, 20, &[]).await;
     assert!(
         ok.get("a").copied().unwrap_or(0) > 0 && ok.get("b").copied().unwrap_or(0) > 0,
         "{answer}"
@@ -193,5 +213,5 @@ async fn follows_endpoints(tools: &Tools, kind: Client) {
     let types = syncz[0]["types"].as_object().unwrap();
     assert_eq!(types.len(), 4, "{syncz}");
     assert!(types.values().all(|t| t["last_nack"].is_null()), "{syncz}");
-    client.stdin.write_all(b"quit\n").await.unwrap();
+    client.quit().await;
 }

@@ -9,6 +9,8 @@
 //! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
 //! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
 //!   binary (they need `scripts/install-test-tools`; see `tools`).
+//! - `grpc_routing`: a VirtualService's weighted split and header match between
+//!   DestinationRule subsets, through the real Python and Node gRPC clients.
 //! - `gateway`: real Envoy 1.40 as an ingress gateway (Gateway and VirtualServices from
 //!   `--config-dir`) in front of HTTP backends on loopback: splits, matches, faults, retries,
 //!   route moves without loss, cluster changes without warming.
@@ -26,5 +28,6 @@ mod envoy;
 mod gateway;
 mod golden;
 mod grpc;
+mod grpc_routing;
 mod support;
 mod tools;
