@@ -139,6 +139,34 @@ fn check(name: &str, value: &Value) {
     }
 }
 
+/// A proxy with one workload label (metadata `LABELS`) and capture listeners on loopback.
+fn labelled(id: &str, label: (&str, &str)) -> Proxy {
+    use wayfinder::xds::pb::protobuf::{Value as PbValue, value::Kind};
+    let labels = Struct {
+        fields: [(label.0.to_string(), string_value(label.1))].into(),
+    };
+    let fields = [
+        (
+            "LABELS".to_string(),
+            PbValue {
+                kind: Some(Kind::StructValue(labels)),
+            },
+        ),
+        (
+            "WAYFINDER_LISTEN_ADDRESS".to_string(),
+            string_value("127.0.0.1"),
+        ),
+    ];
+    let node = Node {
+        id: id.into(),
+        metadata: Some(Struct {
+            fields: fields.into(),
+        }),
+        ..Default::default()
+    };
+    Proxy::from_node(&node, "cluster.local").unwrap()
+}
+
 /// A sidecar of reviews v1 (10.1.0.1) in `default`, with capture listeners on loopback.
 fn reviews_sidecar() -> Proxy {
     proxy(
@@ -234,30 +262,10 @@ fn virtual_services_as_routes() {
 
 #[test]
 fn gateway_listeners_and_routes() {
-    use wayfinder::xds::pb::protobuf::{Value as PbValue, value::Kind};
-    let labels = Struct {
-        fields: [("istio".to_string(), string_value("ingressgateway"))].into(),
-    };
-    let fields = [
-        (
-            "LABELS".to_string(),
-            PbValue {
-                kind: Some(Kind::StructValue(labels)),
-            },
-        ),
-        (
-            "WAYFINDER_LISTEN_ADDRESS".to_string(),
-            string_value("127.0.0.1"),
-        ),
-    ];
-    let node = Node {
-        id: "router~10.0.0.1~ingress-7d9.default~default.svc.cluster.local".into(),
-        metadata: Some(Struct {
-            fields: fields.into(),
-        }),
-        ..Default::default()
-    };
-    let gateway = Proxy::from_node(&node, "cluster.local").unwrap();
+    let gateway = labelled(
+        "router~10.0.0.1~ingress-7d9.default~default.svc.cluster.local",
+        ("istio", "ingressgateway"),
+    );
     let snap = configured();
     let out = serde_json::json!({
         "listeners": render(&snap, &gateway, TypeUrl::Listener, &[]),
@@ -268,30 +276,10 @@ fn gateway_listeners_and_routes() {
 
 #[test]
 fn sidecar_scope_limits_what_a_workload_sees() {
-    use wayfinder::xds::pb::protobuf::{Value as PbValue, value::Kind};
-    let labels = Struct {
-        fields: [("app".to_string(), string_value("scoped"))].into(),
-    };
-    let fields = [
-        (
-            "LABELS".to_string(),
-            PbValue {
-                kind: Some(Kind::StructValue(labels)),
-            },
-        ),
-        (
-            "WAYFINDER_LISTEN_ADDRESS".to_string(),
-            string_value("127.0.0.1"),
-        ),
-    ];
-    let node = Node {
-        id: "sidecar~10.9.9.9~scoped-1.default~default.svc.cluster.local".into(),
-        metadata: Some(Struct {
-            fields: fields.into(),
-        }),
-        ..Default::default()
-    };
-    let scoped = Proxy::from_node(&node, "cluster.local").unwrap();
+    let scoped = labelled(
+        "sidecar~10.9.9.9~scoped-1.default~default.svc.cluster.local",
+        ("app", "scoped"),
+    );
     let snap = configured();
     let names = |t: TypeUrl| -> Vec<String> {
         snap.resources(&scoped, t, &BTreeSet::new())

@@ -30,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::RegistryError;
 
 pub use common::{
-    Destination, Duration, HeaderOperations, Headers, Opaque, Percent, PortSelector, StringMatch,
-    WorkloadSelector,
+    Destination, Duration, GRPC_STATUS_CODES, HeaderOperations, Headers, Opaque, Percent,
+    PortSelector, StringMatch, WorkloadSelector,
 };
 pub use destination_rule::*;
 pub use gateway::*;

@@ -1,5 +1,6 @@
 //! Outbound route configurations for sidecars: one per HTTP port, named by the port.
 
+mod filters;
 pub(crate) mod http;
 
 use std::collections::{BTreeMap, HashSet};

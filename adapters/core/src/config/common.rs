@@ -131,3 +131,25 @@ impl Serialize for Opaque {
         s.serialize_str("(not interpreted)")
     }
 }
+
+/// gRPC status code names, by code (`OK` is 0, `UNAVAILABLE` 14), as VirtualService abort
+/// faults name them.
+pub const GRPC_STATUS_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];

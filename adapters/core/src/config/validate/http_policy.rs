@@ -30,27 +30,6 @@ const RETRY_ON: [&str; 16] = [
     "unavailable",
 ];
 
-/// gRPC status names an abort fault may answer with.
-const GRPC_STATUS: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 /// Methods a CORS policy may allow (Istio's list).
 const CORS_METHODS: [&str; 10] = [
     "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "*",
@@ -281,10 +260,11 @@ fn check_abort(p: &mut Problems, path: &str, a: &FaultAbort) {
             format!("{path}.httpStatus"),
             format!("HTTP status {status} is out of range 200..=599"),
         ),
-        (None, Some(status)) if !GRPC_STATUS.contains(&status.as_str()) => p.error(
-            format!("{path}.grpcStatus"),
-            format!("{status:?} is not a gRPC status name such as UNAVAILABLE or NOT_FOUND"),
-        ),
+        (None, Some(status)) if !crate::config::GRPC_STATUS_CODES.contains(&status.as_str()) => p
+            .error(
+                format!("{path}.grpcStatus"),
+                format!("{status:?} is not a gRPC status name such as UNAVAILABLE or NOT_FOUND"),
+            ),
         _ => {}
     }
     if let Some(percentage) = &a.percentage {
