@@ -4,7 +4,7 @@
 //!
 //! Start with [`Config`]: set the address (and a token, TLS files, datacenters), then
 //! [`Config::build`] a [`ConsulRegistry`] and hand it to the server as any other
-//! [`Registry`]. With the `fake` feature, [`fake`] holds an in-process Consul for tests.
+//! [`Registry`]. With the `fake` feature, the `fake` module holds an in-process Consul for tests.
 //!
 //! # How it watches
 //!

@@ -6,8 +6,9 @@
 //! errors as items; `Recovered`) are kept in one place.
 
 mod poll;
+mod state;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,22 +17,19 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
-use wayfinder_registry::{
-    CancellationToken, Event, EventStream, Registration, RegistryError, ServiceKey,
-};
+use wayfinder_registry::{CancellationToken, Event, EventStream, RegistryError};
 
 use crate::Datacenters;
 use crate::api::{CatalogServices, HealthEntry};
 use crate::client::{Client, Query};
-use crate::convert::{Instance, Mapping, registration};
+use crate::convert::Mapping;
 use poll::Mode;
+use state::{Effects, State};
 
 /// How often `Datacenters::All` re-reads the datacenter list (it cannot block).
 const DATACENTER_REFRESH: Duration = Duration::from_secs(60);
 /// While errors keep their wording, one is sent this often rather than one per watch.
 const ERROR_REPEAT: Duration = Duration::from_secs(10);
-/// Consul's own service (its servers' RPC port) is not a service of the mesh.
-const CONSUL_SERVICE: &str = "consul";
 
 /// What the registry was configured with.
 pub(crate) struct Setup {
@@ -96,23 +94,14 @@ impl Drop for Task {
 
 struct Supervisor {
     client: Arc<Client>,
-    mapping: Mapping,
     mode: Mode,
     datacenters: Datacenters,
     reports: mpsc::Sender<Report>,
     inbox: Option<mpsc::Receiver<Report>>,
     tasks: BTreeMap<TaskKey, Task>,
     generation: u64,
-    /// Whether the datacenter list is known.
-    dcs_known: bool,
-    /// Each datacenter's service names; `None` until its catalog answered.
-    catalogs: BTreeMap<Dc, Option<BTreeSet<Arc<str>>>>,
-    /// Each watched service's mapped instances; `None` until it answered.
-    services: BTreeMap<WatchKey, Option<Vec<Instance>>>,
-    /// Which watched services have instances under each model key.
-    contributors: BTreeMap<ServiceKey, BTreeSet<WatchKey>>,
-    /// What the consumer holds (or will, at the first `Reset`).
-    sent: BTreeMap<ServiceKey, Registration>,
+    state: State,
+    /// Whether the first `Reset` went out.
     started: bool,
     /// The last error of each watch that is failing now.
     failing: BTreeMap<TaskKey, RegistryError>,
@@ -154,7 +143,6 @@ impl Supervisor {
         let (reports, inbox) = mpsc::channel(1024);
         Self {
             client: Arc::new(setup.client),
-            mapping: setup.mapping,
             mode: if setup.interval.is_zero() {
                 Mode::Blocking
             } else {
@@ -165,11 +153,7 @@ impl Supervisor {
             inbox: Some(inbox),
             tasks: BTreeMap::new(),
             generation: 0,
-            dcs_known: false,
-            catalogs: BTreeMap::new(),
-            services: BTreeMap::new(),
-            contributors: BTreeMap::new(),
-            sent: BTreeMap::new(),
+            state: State::new(setup.mapping),
             started: false,
             failing: BTreeMap::new(),
             gate: ErrorGate::default(),
@@ -183,10 +167,13 @@ impl Supervisor {
         };
         match self.datacenters.clone() {
             Datacenters::Local => {
-                self.set_datacenters(vec![None]);
+                let fx = self.state.set_datacenters(vec![None]);
+                self.apply(&fx);
             }
             Datacenters::List(list) => {
-                self.set_datacenters(list.into_iter().map(|d| Some(d.into())).collect());
+                let dcs = list.into_iter().map(|d| Some(d.into())).collect();
+                let fx = self.state.set_datacenters(dcs);
+                self.apply(&fx);
             }
             Datacenters::All => self.spawn(TaskKey::Datacenters),
         }
@@ -218,17 +205,19 @@ impl Supervisor {
         };
         let was_failing = self.failing.remove(&task).is_some();
         let mut invalid = Vec::new();
-        let changed: BTreeSet<ServiceKey> = match (task, answer) {
-            (TaskKey::Datacenters, Answer::Datacenters(list)) => {
-                self.set_datacenters(list.into_iter().map(|d| Some(d.into())).collect())
-            }
-            (TaskKey::Catalog(dc), Answer::Catalog(names)) => self.set_catalog(dc, names),
+        let fx = match (task, answer) {
+            (TaskKey::Datacenters, Answer::Datacenters(list)) => self
+                .state
+                .set_datacenters(list.into_iter().map(|d| Some(d.into())).collect()),
+            (TaskKey::Catalog(dc), Answer::Catalog(names)) => self.state.set_catalog(dc, names),
             (TaskKey::Health(key), Answer::Health(entries)) => {
-                self.set_service(key, &entries, &mut invalid)
+                let origin = self.origin(&key);
+                self.state.set_service(key, &entries, &origin, &mut invalid)
             }
-            _ => BTreeSet::new(),
+            _ => Effects::default(),
         };
-        let events = self.recompute(changed, &mut invalid);
+        self.apply(&fx);
+        let events = self.state.recompute(fx.changed, &mut invalid);
         self.publish(events, invalid, was_failing).await
     }
 
@@ -245,9 +234,9 @@ impl Supervisor {
                 self.send(Ok(event)).await?;
             }
             any
-        } else if self.synced() {
+        } else if self.state.synced() {
             self.started = true;
-            let all = self.sent.values().cloned().collect();
+            let all = self.state.all();
             self.send(Ok(Event::Reset(all))).await?;
             true
         } else {
@@ -282,12 +271,6 @@ impl Supervisor {
     async fn send(&mut self, item: Result<Event, RegistryError>) -> Result<(), Closed> {
         self.gate.degraded = item.is_err();
         self.out.send(item).await.map_err(|_| Closed)
-    }
-
-    fn synced(&self) -> bool {
-        self.dcs_known
-            && self.catalogs.values().all(Option::is_some)
-            && self.services.values().all(Option::is_some)
     }
 
     fn spawn(&mut self, task: TaskKey) {
@@ -334,156 +317,15 @@ impl Supervisor {
         self.tasks.insert(task, Task { generation, handle });
     }
 
-    /// Starts catalog watches for new datacenters and forgets the ones that are gone.
-    fn set_datacenters(&mut self, dcs: Vec<Dc>) -> BTreeSet<ServiceKey> {
-        self.dcs_known = true;
-        let wanted: BTreeSet<Dc> = dcs.into_iter().collect();
-        for dc in &wanted {
-            if !self.catalogs.contains_key(dc) {
-                self.catalogs.insert(dc.clone(), None);
-                self.spawn(TaskKey::Catalog(dc.clone()));
-            }
+    /// Starts and stops the watches an answer asks for.
+    fn apply(&mut self, fx: &Effects) {
+        for task in &fx.stop {
+            self.tasks.remove(task);
+            self.failing.remove(task);
         }
-        let gone: Vec<Dc> = self
-            .catalogs
-            .keys()
-            .filter(|dc| !wanted.contains(*dc))
-            .cloned()
-            .collect();
-        let mut changed = BTreeSet::new();
-        for dc in gone {
-            self.catalogs.remove(&dc);
-            self.stop(&TaskKey::Catalog(dc.clone()));
-            changed.extend(self.set_catalog_names(&dc, BTreeSet::new()));
+        for task in &fx.start {
+            self.spawn(task.clone());
         }
-        changed
-    }
-
-    fn set_catalog(&mut self, dc: Dc, names: CatalogServices) -> BTreeSet<ServiceKey> {
-        let names = names
-            .into_keys()
-            .filter(|n| n != CONSUL_SERVICE)
-            .map(Arc::from)
-            .collect();
-        self.set_catalog_names(&dc, names)
-    }
-
-    /// Starts a watch per new service of `dc` and stops those of services that are gone.
-    fn set_catalog_names(&mut self, dc: &Dc, names: BTreeSet<Arc<str>>) -> BTreeSet<ServiceKey> {
-        for service in &names {
-            let key = WatchKey {
-                dc: dc.clone(),
-                service: service.clone(),
-            };
-            if !self.services.contains_key(&key) {
-                self.services.insert(key.clone(), None);
-                self.spawn(TaskKey::Health(key));
-            }
-        }
-        let gone: Vec<WatchKey> = self
-            .services
-            .keys()
-            .filter(|k| &k.dc == dc && !names.contains(&k.service))
-            .cloned()
-            .collect();
-        let mut changed = BTreeSet::new();
-        for key in gone {
-            self.stop(&TaskKey::Health(key.clone()));
-            if let Some(Some(old)) = self.services.remove(&key) {
-                changed.extend(self.unlink(&key, &old));
-            }
-        }
-        if self.catalogs.contains_key(dc) {
-            self.catalogs.insert(dc.clone(), Some(names));
-        }
-        changed
-    }
-
-    fn set_service(
-        &mut self,
-        key: WatchKey,
-        entries: &[HealthEntry],
-        invalid: &mut Vec<RegistryError>,
-    ) -> BTreeSet<ServiceKey> {
-        let (instances, errors) = self.mapping.instances(entries, key.dc.as_deref());
-        let origin = self.origin(&key);
-        invalid.extend(errors.into_iter().map(|detail| RegistryError::Invalid {
-            origin: origin.clone(),
-            detail,
-        }));
-        let Some(slot) = self.services.get_mut(&key) else {
-            return BTreeSet::new();
-        };
-        if slot.as_ref() == Some(&instances) {
-            return BTreeSet::new();
-        }
-        let old = slot.replace(instances.clone()).unwrap_or_default();
-        let mut changed = self.unlink(&key, &old);
-        for i in &instances {
-            self.contributors
-                .entry(i.key.clone())
-                .or_default()
-                .insert(key.clone());
-            changed.insert(i.key.clone());
-        }
-        changed
-    }
-
-    /// Forgets that `key` contributed `old` and returns the model keys that touches.
-    fn unlink(&mut self, key: &WatchKey, old: &[Instance]) -> BTreeSet<ServiceKey> {
-        let mut changed = BTreeSet::new();
-        for i in old {
-            if let Some(set) = self.contributors.get_mut(&i.key) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.contributors.remove(&i.key);
-                }
-            }
-            changed.insert(i.key.clone());
-        }
-        changed
-    }
-
-    /// The new registration of each changed key, as the events that bring the consumer there.
-    fn recompute(
-        &mut self,
-        changed: BTreeSet<ServiceKey>,
-        invalid: &mut Vec<RegistryError>,
-    ) -> Vec<Event> {
-        let mut events = Vec::new();
-        for key in changed {
-            let watches = self.contributors.get(&key);
-            let instances = watches
-                .into_iter()
-                .flatten()
-                .filter_map(|w| self.services.get(w).and_then(Option::as_ref))
-                .flatten()
-                .filter(|i| i.key == key);
-            match registration(&key, instances) {
-                None => {
-                    if self.sent.remove(&key).is_some() {
-                        events.push(Event::Remove(key));
-                    }
-                }
-                Some(reg) => {
-                    if let Err(e) = reg.validate() {
-                        invalid.push(RegistryError::Invalid {
-                            origin: format!("consul service {key}"),
-                            detail: e.to_string(),
-                        });
-                    } else if self.sent.get(&key) != Some(&reg) {
-                        self.sent.insert(key, reg.clone());
-                        events.push(Event::Upsert(reg));
-                    }
-                }
-            }
-        }
-        events
-    }
-
-    fn stop(&mut self, task: &TaskKey) {
-        self.tasks.remove(task);
-        self.failing.remove(task);
     }
 
     fn origin(&self, key: &WatchKey) -> String {
