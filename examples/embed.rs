@@ -34,6 +34,7 @@ async fn main() -> anyhow::Result<()> {
         grpc_addr: "127.0.0.1:15010".parse()?,
         http_addr: "127.0.0.1:8080".parse()?,
         monitoring_addr: "127.0.0.1:9093".parse()?,
+        ready_requires_healthy: false,
     })
     .await?;
 

@@ -52,7 +52,7 @@ pub struct ValidateArgs {
 #[derive(Debug, Args)]
 pub struct Discovery {
     /// Registries to run, comma-separated, in precedence order (case-insensitive): Mock (the
-    /// built-in bookinfo demo), File.
+    /// built-in bookinfo demo), File, Consul, Eureka.
     #[arg(long, value_delimiter = ',', default_value = "Mock", value_parser = parse_kind)]
     pub registries: Vec<Kind>,
     /// A ServiceEntry/WorkloadEntry file or directory for the File registry (repeatable).
@@ -87,9 +87,87 @@ pub struct Discovery {
     /// How long to wait for every registry's first state before serving anyway.
     #[arg(long = "sync-timeout", visible_alias = "syncTimeout", default_value = "30s", value_parser = parse_duration)]
     pub sync_timeout: Duration,
+    /// Make `/ready` answer 503 while any registry is degraded (unreachable or answering
+    /// garbage), instead of serving its last good state as ready.
+    #[arg(long = "ready-requires-healthy")]
+    pub ready_requires_healthy: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub consul: ConsulArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub eureka: EurekaArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub log: LogArgs,
+}
+
+/// Flags of the Consul registry (`--registries Consul`). The `CONSUL_*` environment variables
+/// are the Consul CLI's own.
+#[derive(Debug, Args)]
+pub struct ConsulArgs {
+    /// Consul agent or server address (`host:port`, `http://…`, `https://…`).
+    #[arg(
+        long = "consul-addr",
+        visible_alias = "consulserverURL",
+        env = "CONSUL_HTTP_ADDR",
+        default_value = "http://127.0.0.1:8500"
+    )]
+    pub consul_addr: String,
+    /// 0 watches with blocking queries; a duration (`2s`) polls every service at that period.
+    #[arg(long = "consul-interval", visible_alias = "consulserverInterval", default_value = "0", value_parser = parse_duration)]
+    pub consul_interval: Duration,
+    /// Longest a blocking query waits on the server (Consul's `wait`, 1s to 10m).
+    #[arg(long = "consul-wait", default_value = "5m", value_parser = parse_duration)]
+    pub consul_wait: Duration,
+    /// Datacenters to read: empty for the agent's own, `*` for all, or `dc1,dc2`.
+    #[arg(long = "consul-datacenters", default_value = "", value_parser = parse_datacenters)]
+    pub consul_datacenters: wayfinder_consul::Datacenters,
+    /// ACL token (needs `service:read` and `node:read`).
+    #[arg(
+        long = "consul-token",
+        env = "CONSUL_HTTP_TOKEN",
+        hide_env_values = true
+    )]
+    pub consul_token: Option<String>,
+    /// PEM bundle of CA certificates for an `https://` address.
+    #[arg(long = "consul-ca-file", env = "CONSUL_CACERT", value_name = "PATH")]
+    pub consul_ca_file: Option<PathBuf>,
+    /// PEM client certificate (when Consul verifies incoming connections).
+    #[arg(
+        long = "consul-cert-file",
+        env = "CONSUL_CLIENT_CERT",
+        value_name = "PATH"
+    )]
+    pub consul_cert_file: Option<PathBuf>,
+    /// PEM key of the client certificate.
+    #[arg(
+        long = "consul-key-file",
+        env = "CONSUL_CLIENT_KEY",
+        value_name = "PATH"
+    )]
+    pub consul_key_file: Option<PathBuf>,
+    /// Hostname of a Consul service without a `wayfinder.io/hostname` meta; placeholders
+    /// `{service}`, `{datacenter}`, `{namespace}`.
+    #[arg(long = "consul-hostname-template", default_value = wayfinder_consul::DEFAULT_TEMPLATE)]
+    pub consul_hostname_template: String,
+    /// Send no traffic to instances whose worst check is `warning`.
+    #[arg(long = "consul-warning-unhealthy")]
+    pub consul_warning_unhealthy: bool,
+}
+
+/// Flags of the Eureka registry (`--registries Eureka`).
+#[derive(Debug, Args)]
+pub struct EurekaArgs {
+    /// Eureka's REST base URL: `…/eureka` (Spring Cloud) or `…/eureka/v2` (Netflix).
+    #[arg(long = "eureka-url", default_value = "http://127.0.0.1:8761/eureka")]
+    pub eureka_url: String,
+    /// Period of the delta fetches.
+    #[arg(long = "eureka-interval", default_value = "5s", value_parser = parse_duration)]
+    pub eureka_interval: Duration,
+    /// Suffix of the hostnames made from VIP addresses and app names.
+    #[arg(long = "eureka-suffix", default_value = ".eureka")]
+    pub eureka_suffix: String,
 }
 
 /// Logging flags.
@@ -131,6 +209,10 @@ fn parse_kind(s: &str) -> Result<Kind, String> {
     s.parse()
 }
 
+fn parse_datacenters(s: &str) -> Result<wayfinder_consul::Datacenters, String> {
+    s.parse()
+}
+
 /// Parses `HOST:PORT` with an IP host, or `:PORT` for every interface.
 pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     let full = if s.starts_with(':') {
@@ -165,6 +247,12 @@ mod tests {
                 .unwrap_err()
                 .contains("not an address")
         );
+    }
+
+    #[test]
+    fn flags_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 
     #[test]

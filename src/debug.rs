@@ -2,7 +2,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `/ready` | 200 once every registry synced (or the sync timeout passed), else 503 |
+//! | `/ready` | 200 once every registry synced (or the sync timeout passed), else 503; with `--ready-requires-healthy`, also 503 while a registry is degraded |
 //! | `/debug` | this list |
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::aggregate::AggregateHandle;
+use crate::aggregate::{AggregateHandle, Health};
 use crate::metrics::Metrics;
 use crate::xds::ads::AdsServer;
 
@@ -31,6 +31,7 @@ use crate::xds::ads::AdsServer;
 struct Debug {
     aggregate: AggregateHandle,
     ads: AdsServer,
+    ready_requires_healthy: bool,
 }
 
 const PAGES: [(&str, &str); 7] = [
@@ -58,8 +59,10 @@ const PAGES: [(&str, &str); 7] = [
     ("/debug", "this list"),
 ];
 
-/// The debug HTTP routes.
-pub fn router(aggregate: AggregateHandle, ads: AdsServer) -> Router {
+/// The debug HTTP routes. With `ready_requires_healthy`, `/ready` also answers 503 while any
+/// registry or configuration source is degraded (its last item was an error), for deployments
+/// that would rather send proxies to another replica than serve a registry's last good state.
+pub fn router(aggregate: AggregateHandle, ads: AdsServer, ready_requires_healthy: bool) -> Router {
     Router::new()
         .route("/ready", get(ready))
         .route("/debug", get(list))
@@ -68,7 +71,11 @@ pub fn router(aggregate: AggregateHandle, ads: AdsServer) -> Router {
         .route("/debug/configz", get(configz))
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
-        .with_state(Debug { aggregate, ads })
+        .with_state(Debug {
+            aggregate,
+            ads,
+            ready_requires_healthy,
+        })
 }
 
 /// The monitoring HTTP routes.
@@ -80,11 +87,32 @@ pub fn monitoring_router(metrics: Arc<Metrics>) -> Router {
 }
 
 async fn ready(State(d): State<Debug>) -> Response {
-    if d.aggregate.is_ready() {
-        return (StatusCode::OK, "ready\n").into_response();
-    }
     let registries = d.aggregate.registries();
     let configs = d.aggregate.config_sources();
+    if d.aggregate.is_ready() {
+        if !d.ready_requires_healthy {
+            return (StatusCode::OK, "ready\n").into_response();
+        }
+        let degraded: Vec<String> = registries
+            .iter()
+            .filter(|r| r.health == Health::Degraded)
+            .map(|r| r.registry.to_string())
+            .chain(
+                configs
+                    .iter()
+                    .filter(|c| c.health == Health::Degraded)
+                    .map(|c| c.source.to_string()),
+            )
+            .collect();
+        if degraded.is_empty() {
+            return (StatusCode::OK, "ready\n").into_response();
+        }
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: degraded: {}\n", degraded.join(", ")),
+        )
+            .into_response();
+    }
     let waiting: Vec<String> = registries
         .iter()
         .filter(|r| !r.synced)

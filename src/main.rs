@@ -7,11 +7,16 @@ use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 use wayfinder::aggregate::{Debounce, Settings};
-use wayfinder::cli::{Cli, Command, Discovery, LogArgs, LogFormat, RequestArgs, ValidateArgs};
+use wayfinder::cli::{
+    Cli, Command, ConsulArgs, Discovery, LogArgs, LogFormat, RequestArgs, ValidateArgs,
+};
 use wayfinder::{registries, server};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // reqwest is built without a default TLS provider (it would be aws-lc, a long C build);
+    // every HTTP client in the process uses ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Discovery(args) => discovery(args).await,
@@ -38,6 +43,13 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         file_paths: args.file_registry.clone(),
         config_dirs: args.config_dir.clone(),
         domain: args.domain.clone(),
+        consul: consul_config(&args.consul),
+        eureka: wayfinder_eureka::Config {
+            url: args.eureka.eureka_url.clone(),
+            interval: args.eureka.eureka_interval,
+            suffix: args.eureka.eureka_suffix.clone(),
+            ..wayfinder_eureka::Config::default()
+        },
     };
     let registries = registries::build(&config).await?;
     let config_sources = registries::config_sources(&config)?;
@@ -56,6 +68,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         grpc_addr: args.grpc_addr,
         http_addr: args.http_addr,
         monitoring_addr: args.monitoring_addr,
+        ready_requires_healthy: args.ready_requires_healthy,
     })
     .await?;
     let token = running.shutdown_token();
@@ -66,6 +79,24 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     });
     running.wait().await?;
     Ok(())
+}
+
+fn consul_config(args: &ConsulArgs) -> wayfinder_consul::Config {
+    wayfinder_consul::Config {
+        addr: args.consul_addr.clone(),
+        interval: args.consul_interval,
+        wait: args.consul_wait,
+        datacenters: args.consul_datacenters.clone(),
+        token: args.consul_token.clone(),
+        tls: wayfinder_consul::Tls {
+            ca_file: args.consul_ca_file.clone(),
+            cert_file: args.consul_cert_file.clone(),
+            key_file: args.consul_key_file.clone(),
+        },
+        hostname_template: args.consul_hostname_template.clone(),
+        warning_is_healthy: !args.consul_warning_unhealthy,
+        ..wayfinder_consul::Config::default()
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

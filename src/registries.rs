@@ -17,17 +17,23 @@ pub enum Kind {
     Mock,
     /// ServiceEntry and WorkloadEntry files (`--file-registry`).
     File,
+    /// A Consul catalog (`--consul-*`).
+    Consul,
+    /// A Eureka server (`--eureka-*`).
+    Eureka,
 }
 
 impl Kind {
     /// Every kind, for messages.
-    pub const ALL: [Kind; 2] = [Kind::Mock, Kind::File];
+    pub const ALL: [Kind; 4] = [Kind::Mock, Kind::File, Kind::Consul, Kind::Eureka];
 
     /// The name users write.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Mock => "Mock",
             Kind::File => "File",
+            Kind::Consul => "Consul",
+            Kind::Eureka => "Eureka",
         }
     }
 }
@@ -50,7 +56,7 @@ impl FromStr for Kind {
             return Ok(kind);
         }
         let known: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-        let later = ["kubernetes", "consul", "eureka"].contains(&s.to_ascii_lowercase().as_str());
+        let later = s.eq_ignore_ascii_case("kubernetes");
         let note = if later {
             " (that registry is not available in this version)"
         } else {
@@ -75,6 +81,10 @@ pub struct Config {
     pub config_dirs: Vec<PathBuf>,
     /// Mesh domain, for the demo's hostnames.
     pub domain: String,
+    /// The Consul registry's settings (used when `kinds` has Consul).
+    pub consul: wayfinder_consul::Config,
+    /// The Eureka registry's settings (used when `kinds` has Eureka).
+    pub eureka: wayfinder_eureka::Config,
 }
 
 /// A configuration the registries cannot start with.
@@ -95,6 +105,12 @@ pub enum BuildError {
     /// `--config-dir` refused its paths.
     #[error("--config-dir: {0}")]
     ConfigDir(wayfinder_file::BuildError),
+    /// The Consul flags are not usable.
+    #[error("{0}")]
+    Consul(#[from] wayfinder_consul::BuildError),
+    /// The Eureka flags are not usable.
+    #[error("eureka: {0}")]
+    Eureka(#[from] wayfinder_eureka::BuildError),
 }
 
 /// Builds the registries, in the order given.
@@ -124,6 +140,18 @@ pub async fn build(config: &Config) -> Result<Vec<Box<dyn Registry>>, BuildError
                     paths: config.file_paths.clone(),
                 };
                 registries.push(Box::new(file.build(RegistryId::new(Kind::File.name()))?));
+            }
+            Kind::Consul => {
+                let consul = config.consul.clone();
+                registries.push(Box::new(
+                    consul.build(RegistryId::new(Kind::Consul.name()))?,
+                ));
+            }
+            Kind::Eureka => {
+                let eureka = config.eureka.clone();
+                registries.push(Box::new(
+                    eureka.build(RegistryId::new(Kind::Eureka.name()))?,
+                ));
             }
         }
     }
@@ -162,10 +190,12 @@ mod tests {
         assert_eq!(" FILE".parse::<Kind>(), Ok(Kind::File));
         let err = "Zookeeper".parse::<Kind>().unwrap_err();
         assert!(
-            err.contains("unknown registry \"Zookeeper\"") && err.contains("Mock, File"),
+            err.contains("unknown registry \"Zookeeper\"")
+                && err.contains("Mock, File, Consul, Eureka"),
             "{err}"
         );
-        let err = "Consul".parse::<Kind>().unwrap_err();
+        assert_eq!("consul".parse::<Kind>(), Ok(Kind::Consul));
+        let err = "Kubernetes".parse::<Kind>().unwrap_err();
         assert!(err.contains("not available in this version"), "{err}");
     }
 }

@@ -35,6 +35,8 @@ pub struct Config {
     pub http_addr: SocketAddr,
     /// Monitoring address (`/metrics`, `/version`).
     pub monitoring_addr: SocketAddr,
+    /// Whether `/ready` also requires every registry to be healthy (not degraded).
+    pub ready_requires_healthy: bool,
 }
 
 /// A running server.
@@ -124,7 +126,11 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
             .await
             .map_err(ServeError::from)
     });
-    let debug = crate::debug::router(aggregate.clone(), ads.clone());
+    let debug = crate::debug::router(
+        aggregate.clone(),
+        ads.clone(),
+        config.ready_requires_healthy,
+    );
     tasks.spawn(serve_http("http", http, debug, shutdown.clone()));
     let monitor = crate::debug::monitoring_router(metrics.clone());
     tasks.spawn(serve_http(

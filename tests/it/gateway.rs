@@ -104,6 +104,7 @@ impl Mesh {
         let w = Wayfinder::start(&flags.split(' ').collect::<Vec<_>>()).await;
         w.ready().await;
         let envoy = Envoy::start(tools, w.grpc, NODE, "{LABELS: {istio: ingressgateway}}").await;
+        crate::support::tls_provider();
         let http = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(10))

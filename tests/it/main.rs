@@ -15,6 +15,8 @@
 //!   `--config-dir`) in front of HTTP backends on loopback: splits, matches, faults, retries,
 //!   route moves without loss, cluster changes without warming.
 //! - `bad_input`: malformed files and failing registries against the binary.
+//! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
+//!   traffic, a hostname shared with the File registry, outages and recovery.
 
 // A failed unwrap in a test is a test failure with its message and backtrace: what we want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -31,3 +33,4 @@ mod grpc;
 mod grpc_routing;
 mod support;
 mod tools;
+mod vm_registries;

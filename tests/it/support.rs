@@ -13,6 +13,12 @@ use std::time::Duration;
 /// and shared; a passing test never waits this long).
 pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
+/// Installs the process's TLS provider, which every reqwest client needs (reqwest is built
+/// without a default one; see `main.rs`).
+pub(crate) fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Polls `check` until it returns `Some`, or fails with `what` after [`DEADLINE`]. For
 /// conditions only observable by asking (an admin page, a debug page); the poll interval is
 /// short and the deadline long, so the result does not depend on machine speed.

@@ -5,7 +5,7 @@
 //! and hand it to the server as any other [`Registry`]. Inside, `watch` is the poll loop,
 //! `client` the HTTP requests, `api` the lenient JSON types, `mirror` the local copy of the
 //! server's registry and `convert` the mapping described below. With the `fake` feature,
-//! [`fake`] is an in-process Eureka server for tests.
+//! the `fake` module is an in-process Eureka server for tests.
 //!
 //! # Protocol
 //!

@@ -206,6 +206,7 @@ impl Wayfinder {
 /// GETs `http://addr/path`.
 pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let url = format!("http://{addr}{path}");
+    crate::support::tls_provider();
     let response = reqwest::get(&url)
         .await
         .unwrap_or_else(|e| panic!("GET {url}: {e}"));

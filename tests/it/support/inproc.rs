@@ -50,6 +50,7 @@ pub(crate) async fn start_with(registries: Vec<Box<dyn Registry>>) -> Running {
         grpc_addr: loopback,
         http_addr: loopback,
         monitoring_addr: loopback,
+        ready_requires_healthy: false,
     })
     .await
     .expect("the server starts")
