@@ -273,6 +273,41 @@ mod tests {
     }
 
     #[test]
+    fn unusable_tls_files_are_refused_with_their_path() {
+        let dir = std::env::temp_dir().join(format!("wayfinder-consul-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let garbage = dir.join("ca.pem");
+        std::fs::write(&garbage, "not a certificate").unwrap();
+        let build = |tls: Tls| {
+            Config {
+                addr: "https://consul.example:8501".into(),
+                tls,
+                ..Config::default()
+            }
+            .build(RegistryId::new("Consul"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+        };
+        let missing = build(Tls {
+            ca_file: Some(dir.join("absent.pem")),
+            ..Tls::default()
+        });
+        assert!(missing.contains("absent.pem"), "{missing}");
+        let empty = build(Tls {
+            ca_file: Some(garbage.clone()),
+            ..Tls::default()
+        });
+        assert!(empty.contains("no PEM certificate"), "{empty}");
+        let half = build(Tls {
+            cert_file: Some(garbage),
+            ..Tls::default()
+        });
+        assert!(half.contains("needs both"), "{half}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn templates_are_checked() {
         assert!(check_template(DEFAULT_TEMPLATE).is_ok());
         assert!(check_template("{service}.{datacenter}.consul").is_ok());
