@@ -1,75 +1,11 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-//! Checks of the fake Consul itself, with plain HTTP requests: answer shapes, blocking
-//! queries, ACLs, faults and counts.
+//! Answer shapes, filters, datacenters, ACLs, faults, counts and writes.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 use wayfinder_consul::fake::{Counts, FakeConsul, Fault, Instance};
 
-/// A bound on waits that should end at once, so a broken fake fails instead of hanging.
-const GUARD: Duration = Duration::from_secs(20);
-
-thread_local! {
-    /// One client per test thread (each test has its own thread and runtime): building a
-    /// client loads TLS roots, too slow to do per request.
-    static CLIENT: reqwest::Client = {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        reqwest::Client::new()
-    };
-}
-
-fn client() -> reqwest::Client {
-    CLIENT.with(reqwest::Client::clone)
-}
-
-struct Answer {
-    status: u16,
-    index: Option<u64>,
-    headers: reqwest::header::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap()
-    }
-}
-
-async fn get(fake: &FakeConsul, path: &str) -> Answer {
-    send(client().get(format!("{}{path}", fake.url()))).await
-}
-
-async fn send(request: reqwest::RequestBuilder) -> Answer {
-    let response = request.send().await.unwrap();
-    let headers = response.headers().clone();
-    let index = headers
-        .get("x-consul-index")
-        .map(|v| v.to_str().unwrap().parse().unwrap());
-    let status = response.status().as_u16();
-    let body = response.text().await.unwrap();
-    Answer {
-        status,
-        index,
-        headers,
-        body,
-    }
-}
-
-/// Starts a GET in a task of its own.
-fn spawn_get(fake: &FakeConsul, path: &str) -> JoinHandle<Answer> {
-    let request = client().get(format!("{}{path}", fake.url()));
-    tokio::spawn(send(request))
-}
-
-async fn join(task: JoinHandle<Answer>) -> Answer {
-    tokio::time::timeout(GUARD, task).await.unwrap().unwrap()
-}
-
-fn web(id: &str, address: &str) -> Instance {
-    Instance::new("web", id, address, 8080)
-}
+use crate::*;
 
 #[tokio::test]
 async fn health_entries_have_consuls_shape() {
@@ -164,111 +100,6 @@ async fn catalog_lists_consul_and_tag_unions() {
     assert!(!fake.deregister("dc1", "web", "w1"));
     let answer = get(&fake, "/v1/catalog/services").await;
     assert_eq!(answer.json(), json!({ "consul": [], "api": [] }));
-}
-
-#[tokio::test]
-async fn blocking_query_waits_for_a_change_to_its_service() {
-    let fake = FakeConsul::start().await.unwrap();
-    fake.register(web("w1", "10.0.0.1"));
-    let n = get(&fake, "/v1/health/service/web").await.index.unwrap();
-
-    let blocked = spawn_get(&fake, &format!("/v1/health/service/web?index={n}&wait=5m"));
-    fake.until_waiting(1).await;
-    assert_eq!(
-        fake.counts().health_total(),
-        1,
-        "a blocked request is not answered"
-    );
-    fake.register(web("w2", "10.0.0.2"));
-    let answer = join(blocked).await;
-    assert!(answer.index.unwrap() > n);
-    assert_eq!(answer.json().as_array().unwrap().len(), 2);
-    assert_eq!(fake.waiting(), 0);
-
-    // A service never seen waits on the services table, and answers once it appears.
-    let idx = get(&fake, "/v1/health/service/new").await.index.unwrap();
-    let blocked = spawn_get(&fake, &format!("/v1/health/service/new?index={idx}"));
-    fake.until_waiting(1).await;
-    fake.register(Instance::new("new", "n1", "10.0.0.3", 80));
-    let answer = join(blocked).await;
-    assert_eq!(answer.json()[0]["Service"]["ID"], "n1");
-}
-
-#[tokio::test]
-async fn a_change_elsewhere_does_not_answer_a_blocked_query() {
-    let fake = FakeConsul::start().await.unwrap();
-    fake.register(Instance::new("a", "a1", "10.0.0.1", 80));
-    fake.register(Instance::new("b", "b1", "10.0.0.2", 80));
-    let n = get(&fake, "/v1/health/service/a").await.index.unwrap();
-
-    let start = Instant::now();
-    let blocked = spawn_get(&fake, &format!("/v1/health/service/a?index={n}&wait=200ms"));
-    fake.until_waiting(1).await;
-    fake.register(Instance::new("b", "b2", "10.0.0.3", 80));
-    let answer = join(blocked).await;
-    assert_eq!(answer.index, Some(n), "a's index did not move");
-    assert!(
-        start.elapsed() >= Duration::from_millis(200),
-        "answered before wait"
-    );
-
-    // The same for a service whose last instance went: it blocks instead of spinning.
-    fake.deregister("dc1", "a", "a1");
-    let gone = get(&fake, "/v1/health/service/a").await;
-    assert_eq!(gone.json(), json!([]));
-    let i = gone.index.unwrap();
-    assert!(i > n);
-    let start = Instant::now();
-    let answer = get(&fake, &format!("/v1/health/service/a?index={i}&wait=200ms")).await;
-    assert_eq!(answer.index, Some(i));
-    assert!(start.elapsed() >= Duration::from_millis(200));
-}
-
-#[tokio::test]
-async fn many_blocked_queries_wake_only_for_their_service() {
-    let fake = FakeConsul::start().await.unwrap();
-    let all: Vec<Instance> = (0..100)
-        .flat_map(|s| (0..10).map(move |i| (s, i)))
-        .map(|(s, i)| Instance::new(&format!("s{s}"), &format!("i{i}"), "10.1.0.1", 80))
-        .collect();
-    fake.register_many(all);
-    let n = fake.index();
-    let tasks: Vec<_> = (0..100)
-        .map(|s| spawn_get(&fake, &format!("/v1/health/service/s{s}?index={n}")))
-        .collect();
-    fake.until_waiting(100).await;
-    fake.set_check_status("dc1", "s7", "i3", "critical");
-    let mut tasks = tasks;
-    let answer = join(tasks.remove(7)).await;
-    assert_eq!(answer.index, Some(n + 1));
-    let i3 = &answer.json()[3];
-    assert_eq!(i3["Checks"][1]["Status"], "critical");
-    assert_eq!(fake.waiting(), 99);
-    fake.restore_snapshot(n - 1);
-    for task in tasks {
-        assert_eq!(join(task).await.index, Some(n - 1));
-    }
-}
-
-#[tokio::test]
-async fn check_changes_move_the_health_index_not_the_catalog_index() {
-    let fake = FakeConsul::start().await.unwrap();
-    fake.register(web("w1", "10.0.0.1"));
-    fake.register(web("w2", "10.0.0.2"));
-    let catalog = get(&fake, "/v1/catalog/services").await.index.unwrap();
-    let health = get(&fake, "/v1/health/service/web").await.index.unwrap();
-
-    fake.set_check_status("dc1", "web", "w1", "critical");
-    let after = get(&fake, "/v1/health/service/web").await;
-    assert!(after.index.unwrap() > health);
-    assert_eq!(after.json()[0]["Checks"][1]["Status"], "critical");
-    let path = format!("/v1/catalog/services?index={catalog}&wait=100ms");
-    assert_eq!(get(&fake, &path).await.index, Some(catalog));
-
-    // Setting the same status again changes nothing.
-    let index = fake.index();
-    fake.set_check_status("dc1", "web", "w1", "critical");
-    assert_eq!(fake.index(), index);
 }
 
 #[tokio::test]
@@ -375,24 +206,6 @@ async fn acl_tokens() {
 
     fake.require_token(None);
     assert_eq!(send(client().get(&url)).await.status, 200);
-}
-
-#[tokio::test]
-async fn snapshot_restore_moves_the_index_back() {
-    let fake = FakeConsul::start().await.unwrap();
-    for i in 0..5 {
-        fake.register(web(&format!("w{i}"), "10.0.0.1"));
-    }
-    let n = get(&fake, "/v1/health/service/web").await.index.unwrap();
-    let blocked = spawn_get(&fake, &format!("/v1/health/service/web?index={n}"));
-    fake.until_waiting(1).await;
-    fake.restore_snapshot(4);
-    let answer = join(blocked).await;
-    assert_eq!(answer.index, Some(4));
-    assert_eq!(fake.index(), 4);
-    assert_eq!(get(&fake, "/v1/catalog/services").await.index, Some(4));
-    fake.register(web("w9", "10.0.0.9"));
-    assert_eq!(fake.index(), 5);
 }
 
 #[tokio::test]
