@@ -44,7 +44,6 @@ mod catalog;
 mod dc;
 mod http;
 mod json;
-mod listener;
 mod params;
 mod reply;
 mod state;
@@ -204,7 +203,7 @@ impl FakeConsul {
         let shared = Arc::new(Shared::new(State::new(dcs)));
         let (stop, stop_rx) = watch::channel(false);
         let app = http::router(shared.clone());
-        let listener = listener::StopListener::new(tcp, stop_rx);
+        let listener = wayfinder_registry::fake_listener::StopListener::new(tcp, stop_rx);
         let task = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 tracing::warn!(%error, "fake Consul stopped serving");

@@ -19,6 +19,8 @@ mod registry;
 mod service;
 mod validate;
 
+#[cfg(feature = "fake-listener")]
+pub mod fake_listener;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

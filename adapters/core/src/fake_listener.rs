@@ -1,4 +1,5 @@
-//! A TCP listener whose connections all close when the fake is dropped.
+//! A TCP listener for the in-process fakes of registries' servers (feature `fake-listener`),
+//! whose connections all close when the fake stops or is dropped.
 //!
 //! `axum::serve` runs each connection in a task of its own, so aborting the accept loop alone
 //! would leave kept-alive connections answering. Each connection here watches a stop flag:
@@ -16,14 +17,16 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-/// Accepts connections that stop when `stop` becomes true or its sender goes.
-pub(super) struct StopListener {
+/// Accepts connections that stop when `stop` becomes true or its sender goes: serve an axum
+/// router on it with `axum::serve`.
+pub struct StopListener {
     inner: TcpListener,
     stop: watch::Receiver<bool>,
 }
 
 impl StopListener {
-    pub(super) fn new(inner: TcpListener, stop: watch::Receiver<bool>) -> StopListener {
+    /// Wraps a bound listener.
+    pub fn new(inner: TcpListener, stop: watch::Receiver<bool>) -> StopListener {
         StopListener { inner, stop }
     }
 }
@@ -50,7 +53,7 @@ impl Listener for StopListener {
                 }
                 Err(error) => {
                     // Out of file descriptors or the like: back off instead of spinning.
-                    tracing::debug!(%error, "fake Consul accept failed");
+                    let _ = error;
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             }
@@ -63,7 +66,7 @@ impl Listener for StopListener {
 }
 
 /// A connection that ends when the fake stops.
-pub(super) struct Conn {
+pub struct Conn {
     io: TcpStream,
     stopped: Pin<Box<dyn Future<Output = ()> + Send>>,
     done: bool,
@@ -79,7 +82,7 @@ impl Conn {
 }
 
 fn stopped() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "fake Consul stopped")
+    io::Error::new(io::ErrorKind::BrokenPipe, "fake server stopped")
 }
 
 impl AsyncRead for Conn {
