@@ -39,7 +39,7 @@
 //! file stays broken. The stream ends promptly when the shutdown token is cancelled.
 
 mod decode;
-mod state;
+pub(crate) mod state;
 
 use std::path::PathBuf;
 

@@ -17,9 +17,11 @@
 //!   both of the above read it, and every problem (parse errors, rejected objects, duplicates,
 //!   warnings, unknown kinds) listed in a [`check::Report`] with its path, document and line.
 //!
-//! Two modules are public for reuse by other readers of Istio configuration files:
+//! Three modules are public for reuse by other readers of Istio configuration:
 //! [`documents`] (files into typed objects, with errors that carry the path, document number
-//! and line) and [`watch`] (batches of changed files, robust to editors' save patterns). Inside,
+//! and line), [`watch`] (batches of changed files, robust to editors' save patterns) and
+//! [`feed`] (the registry's and the config source's models driven by named byte blobs, such as
+//! objects read from the Kubernetes API, with the same validation and health rules). Inside,
 //! the registry and the config source share one loop (`runner`: watch, read, keep the health
 //! of the stream true) and differ only in their model of what a file holds (`services` and
 //! `config`).
@@ -70,9 +72,11 @@
 pub mod check;
 pub mod config;
 pub mod documents;
+pub mod feed;
 pub mod watch;
 
 mod convert;
+mod health;
 mod istio;
 mod runner;
 mod services;
@@ -90,6 +94,7 @@ use wayfinder_registry::{Event, RegistryError};
 
 pub use crate::check::check;
 pub use crate::config::ConfigDir;
+pub use crate::feed::Feed;
 
 use crate::runner::Runner;
 use crate::services::Services;

@@ -7,7 +7,7 @@
 //! are. Watching, reading, precedence of files and the health rules (errors as items,
 //! `Recovered`, errors repeated after a change) are written once, here.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -15,6 +15,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use wayfinder_registry::{CancellationToken, RegistryError};
 
+use crate::health::Health;
 use crate::watch::{Target, Watch, WatchEvent};
 
 /// Where a file stands in the precedence order: the index of the configured path that holds
@@ -48,13 +49,9 @@ pub(crate) struct Runner<M: Model> {
     model: M,
     /// Whether the first `Reset` has been queued.
     started: bool,
-    /// Files that failed (to read, parse or validate) and directories that are gone.
-    failing: BTreeMap<PathBuf, Vec<RegistryError>>,
-    /// Failures of the composed state at the last commit.
-    composed: Vec<RegistryError>,
-    /// Whether the last item sent (or queued) was an error: the consumer sees the source as
-    /// degraded until the next `Ok` item.
-    degraded: bool,
+    /// Files that failed (to read, parse or validate), directories that are gone, failures
+    /// of the composed state, and whether the consumer sees the source as degraded.
+    health: Health,
     out: VecDeque<Result<M::Event, RegistryError>>,
 }
 
@@ -66,9 +63,7 @@ impl<M: Model> Runner<M> {
             watch: None,
             model,
             started: false,
-            failing: BTreeMap::new(),
-            composed: Vec::new(),
-            degraded: false,
+            health: Health::default(),
             out: VecDeque::new(),
         }
     }
@@ -96,7 +91,7 @@ impl<M: Model> Runner<M> {
             match watch.next().await? {
                 WatchEvent::Changed(paths) => self.reload(&paths).await,
                 WatchEvent::Restored { path, changed } => {
-                    self.failing.remove(&path);
+                    self.health.set(&path.display().to_string(), Vec::new());
                     self.reload(&changed).await;
                 }
                 WatchEvent::Unavailable { path, reason } => {
@@ -104,7 +99,8 @@ impl<M: Model> Runner<M> {
                         origin: path.display().to_string(),
                         detail: format!("{reason}; its files keep their last good contents"),
                     };
-                    self.failing.insert(path, vec![err.clone()]);
+                    self.health
+                        .set(&path.display().to_string(), vec![err.clone()]);
                     self.settle(Vec::new(), vec![err]);
                 }
             }
@@ -118,58 +114,27 @@ impl<M: Model> Runner<M> {
             let Some(key) = key_of(&self.targets, path) else {
                 continue;
             };
-            self.failing.remove(path);
             let file_errors = match read(path).await {
                 Ok(bytes) => self.model.apply(&key, bytes.as_deref()),
                 // The model is not told: the file's previous contents stay in force.
                 Err(err) => vec![err],
             };
-            if !file_errors.is_empty() {
-                errors.extend(file_errors.iter().cloned());
-                self.failing.insert(path.clone(), file_errors);
-            }
+            errors.extend(file_errors.iter().cloned());
+            self.health.set(&path.display().to_string(), file_errors);
         }
         let first = !self.started;
         self.started = true;
         let (events, composed) = self.model.commit(first);
         // The composed state is judged afresh each time; report only new failures.
-        errors.extend(
-            composed
-                .iter()
-                .filter(|err| !self.composed.contains(err))
-                .cloned(),
-        );
-        self.composed = composed;
+        errors.extend(self.health.compose(composed));
         self.settle(events, errors);
     }
 
     /// Queues `events`, then `errors`, keeping the consumer's idea of the source's health
-    /// (which follows the last item) true: a `Recovered` when everything works again and
-    /// nothing else would say so, and the errors still outstanding when a change would
-    /// otherwise read as a recovery.
+    /// true (see [`Health::settle`]).
     fn settle(&mut self, events: Vec<M::Event>, errors: Vec<RegistryError>) {
-        let changed = !events.is_empty();
-        self.out.extend(events.into_iter().map(Ok));
-        if !errors.is_empty() {
-            self.degraded = true;
-            self.out.extend(errors.into_iter().map(Err));
-        } else if self.degraded {
-            let outstanding: Vec<RegistryError> = self
-                .failing
-                .values()
-                .flatten()
-                .chain(&self.composed)
-                .cloned()
-                .collect();
-            if outstanding.is_empty() {
-                self.degraded = false;
-                if !changed {
-                    self.out.push_back(Ok(M::recovered()));
-                }
-            } else if changed {
-                self.out.extend(outstanding.into_iter().map(Err));
-            }
-        }
+        let items = self.health.settle(events, errors, M::recovered);
+        self.out.extend(items);
     }
 }
 
