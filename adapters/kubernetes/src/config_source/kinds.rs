@@ -1,0 +1,83 @@
+//! The Istio kinds read from the API, and where the API serves them: built by hand, since
+//! discovery would cost requests and tell nothing new (a kind not served is found by its 404).
+
+use kube::api::{Api, ApiResource, DynamicObject};
+
+use super::Target;
+
+/// The API group of Istio's networking objects.
+pub(super) const GROUP: &str = "networking.istio.io";
+
+/// The versions tried, in order: the first one served is watched. `v1` since Istio 1.22,
+/// `v1beta1` before.
+pub(super) const VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
+/// One kind of Istio object, as the API names it.
+#[derive(Debug)]
+pub(super) struct ApiKind {
+    /// `VirtualService`.
+    pub(super) kind: &'static str,
+    /// `virtualservices`: the resource in API paths.
+    pub(super) plural: &'static str,
+}
+
+/// The kinds of the config source.
+pub(super) const CONFIG: [ApiKind; 4] = [
+    ApiKind::new("VirtualService", "virtualservices"),
+    ApiKind::new("DestinationRule", "destinationrules"),
+    ApiKind::new("Gateway", "gateways"),
+    ApiKind::new("Sidecar", "sidecars"),
+];
+
+/// The kinds of the registry.
+pub(super) const ENTRIES: [ApiKind; 2] = [
+    ApiKind::new("ServiceEntry", "serviceentries"),
+    ApiKind::new("WorkloadEntry", "workloadentries"),
+];
+
+impl ApiKind {
+    const fn new(kind: &'static str, plural: &'static str) -> Self {
+        Self { kind, plural }
+    }
+
+    /// The kind in `version`, for a dynamic [`Api`].
+    pub(super) fn resource(&self, version: &str) -> ApiResource {
+        ApiResource {
+            group: GROUP.into(),
+            version: version.into(),
+            api_version: api_version(version),
+            kind: self.kind.into(),
+            plural: self.plural.into(),
+        }
+    }
+
+    /// The objects of this kind in `version` that `cluster` watches (one namespace, or all).
+    pub(super) fn api(&self, cluster: &Target, version: &str) -> Api<DynamicObject> {
+        let resource = self.resource(version);
+        match &cluster.namespace {
+            Some(namespace) => Api::namespaced_with(cluster.client.clone(), namespace, &resource),
+            None => Api::all_with(cluster.client.clone(), &resource),
+        }
+    }
+
+    /// What a watch of this kind is called in messages: `networking.istio.io/v1
+    /// virtualservices`.
+    pub(super) fn watched(&self, version: &str) -> String {
+        format!("{} {}", api_version(version), self.plural)
+    }
+
+    /// The API path of one object: `/apis/networking.istio.io/v1/namespaces/default/
+    /// virtualservices/reviews`.
+    pub(super) fn path(&self, version: &str, namespace: &str, name: &str) -> String {
+        format!(
+            "/apis/{}/namespaces/{namespace}/{}/{name}",
+            api_version(version),
+            self.plural
+        )
+    }
+}
+
+/// `networking.istio.io/<version>`.
+pub(super) fn api_version(version: &str) -> String {
+    format!("{GROUP}/{version}")
+}

@@ -1,0 +1,168 @@
+//! The resources the fake serves: one row per stored kind, found by URL or by type.
+
+/// One stored kind of object and the API versions it is served at.
+#[derive(Debug)]
+pub(super) struct Kind {
+    /// API group; `""` for the core group (`/api/v1`).
+    pub(super) group: &'static str,
+    /// Versions it is served at; objects come back with the version a request names.
+    pub(super) versions: &'static [&'static str],
+    /// Resource name in URLs (`services`).
+    pub(super) plural: &'static str,
+    /// Singular resource name (`service`), for discovery.
+    pub(super) singular: &'static str,
+    /// `kind` (`Service`).
+    pub(super) kind: &'static str,
+    /// Whether objects live in a namespace.
+    pub(super) namespaced: bool,
+    /// Built into the API server (not a CRD): list items then carry no `apiVersion`/`kind`.
+    pub(super) builtin: bool,
+    /// Has a `/status` subresource: writes to the object keep its status, and writes to
+    /// `/status` change only the status.
+    pub(super) status: bool,
+    /// Short names, for discovery.
+    pub(super) short: &'static [&'static str],
+}
+
+impl Kind {
+    /// `apiVersion` of this kind at `version` (`v1`, `discovery.k8s.io/v1`).
+    pub(super) fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    /// The served version named `version`, as a `'static` string.
+    pub(super) fn version(&self, version: &str) -> Option<&'static str> {
+        self.versions.iter().copied().find(|v| *v == version)
+    }
+}
+
+const CORE: &[&str] = &["v1"];
+const ISTIO: &[&str] = &["v1", "v1beta1", "v1alpha3"];
+const ISTIO_GROUP: &str = "networking.istio.io";
+
+const fn core(plural: &'static str, singular: &'static str, kind: &'static str) -> Kind {
+    Kind {
+        group: "",
+        versions: CORE,
+        plural,
+        singular,
+        kind,
+        namespaced: true,
+        builtin: true,
+        status: true,
+        short: &[],
+    }
+}
+
+const fn istio(plural: &'static str, singular: &'static str, kind: &'static str) -> Kind {
+    Kind {
+        group: ISTIO_GROUP,
+        versions: ISTIO,
+        plural,
+        singular,
+        kind,
+        namespaced: true,
+        builtin: false,
+        status: true,
+        short: &[],
+    }
+}
+
+/// Every stored kind; a kind's index here is its storage slot.
+pub(super) const KINDS: &[Kind] = &[
+    Kind {
+        short: &["svc"],
+        ..core("services", "service", "Service")
+    },
+    Kind {
+        short: &["po"],
+        ..core("pods", "pod", "Pod")
+    },
+    Kind {
+        namespaced: false,
+        short: &["no"],
+        ..core("nodes", "node", "Node")
+    },
+    Kind {
+        namespaced: false,
+        short: &["ns"],
+        ..core("namespaces", "namespace", "Namespace")
+    },
+    Kind {
+        status: false,
+        short: &["ev"],
+        ..core("events", "event", "Event")
+    },
+    Kind {
+        group: "discovery.k8s.io",
+        status: false,
+        ..core("endpointslices", "endpointslice", "EndpointSlice")
+    },
+    Kind {
+        group: "events.k8s.io",
+        status: false,
+        short: &["ev"],
+        ..core("events", "event", "Event")
+    },
+    Kind {
+        short: &["vs"],
+        ..istio("virtualservices", "virtualservice", "VirtualService")
+    },
+    Kind {
+        short: &["dr"],
+        ..istio("destinationrules", "destinationrule", "DestinationRule")
+    },
+    Kind {
+        short: &["gw"],
+        ..istio("gateways", "gateway", "Gateway")
+    },
+    Kind {
+        short: &["se"],
+        ..istio("serviceentries", "serviceentry", "ServiceEntry")
+    },
+    Kind {
+        short: &["we"],
+        ..istio("workloadentries", "workloadentry", "WorkloadEntry")
+    },
+    istio("sidecars", "sidecar", "Sidecar"),
+];
+
+/// The kind served at `/api[s]/{group}/{version}/…/{plural}`, with its slot and the version.
+pub(super) fn by_path(group: &str, version: &str, plural: &str) -> Option<(usize, &'static str)> {
+    KINDS.iter().enumerate().find_map(|(i, k)| {
+        let v = k.version(version)?;
+        (k.group == group && k.plural == plural).then_some((i, v))
+    })
+}
+
+/// The kind with this `apiVersion` and `kind`, with its slot and the version.
+pub(super) fn by_type(api_version: &str, kind: &str) -> Option<(usize, &'static str)> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    KINDS.iter().enumerate().find_map(|(i, k)| {
+        let v = k.version(version)?;
+        (k.group == group && k.kind == kind).then_some((i, v))
+    })
+}
+
+/// The groups other than core, each once, in table order.
+pub(super) fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = Vec::new();
+    for k in KINDS {
+        if !k.group.is_empty() && !groups.contains(&k.group) {
+            groups.push(k.group);
+        }
+    }
+    groups
+}
+
+/// The versions served in `group`, preferred first.
+pub(super) fn versions(group: &str) -> &'static [&'static str] {
+    KINDS
+        .iter()
+        .find(|k| k.group == group)
+        .map_or(&[], |k| k.versions)
+}

@@ -1,0 +1,72 @@
+//! An API server that fails: the failure is an Unavailable item naming the watch, the last
+//! good state stays, and the source says `Recovered` (or what changed) when it answers again.
+
+use wayfinder_kubernetes::fake::{FakeApiServer, Fault};
+use wayfinder_registry::RegistryError;
+use wayfinder_registry::config::{ConfigEvent, Kind};
+
+use crate::support::{
+    CLUSTER, Items, client_without_retries, config_source, key, virtual_service, weight,
+};
+
+const PLURALS: [&str; 4] = [
+    "virtualservices",
+    "destinationrules",
+    "gateways",
+    "sidecars",
+];
+
+/// A source over a fake holding one VirtualService, failing with 503 once it has listed.
+async fn failing() -> (FakeApiServer, Items<ConfigEvent>) {
+    let fake = FakeApiServer::start().await;
+    fake.apply(virtual_service("reviews", 100));
+    let mut items = config_source(client_without_retries(&fake));
+    assert_eq!(items.reset().await.len(), 1);
+    for plural in PLURALS {
+        fake.until_watching(plural, 1).await;
+    }
+    fake.set_fault(Fault::Status(503));
+    fake.cut_watches();
+    let err = items.error().await;
+    let RegistryError::Unavailable { origin, detail } = &err else {
+        panic!("expected Unavailable, got {err:?}");
+    };
+    let prefix = format!("cluster {CLUSTER}: list/watch networking.istio.io/v1 ");
+    assert!(
+        origin
+            .strip_prefix(&prefix)
+            .is_some_and(|plural| PLURALS.contains(&plural)),
+        "{origin}"
+    );
+    assert!(detail.contains("503"), "{detail}");
+    (fake, items)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_api_server_is_an_unavailable_item_then_recovered() {
+    let (fake, mut items) = failing().await;
+    fake.set_fault(Fault::None);
+    let (event, errors) = items.next_ok().await;
+    assert!(
+        errors
+            .iter()
+            .all(|e| matches!(e, RegistryError::Unavailable { .. })),
+        "{errors:?}"
+    );
+    assert_eq!(event, ConfigEvent::Recovered, "nothing changed meanwhile");
+    items.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_changed_during_a_failure_is_sent_when_it_ends() {
+    let (fake, mut items) = failing().await;
+    fake.apply(virtual_service("reviews", 50));
+    fake.set_fault(Fault::None);
+    let (event, _) = items.next_ok().await;
+    let ConfigEvent::Upsert(reviews) = event else {
+        panic!("expected reviews' Upsert, got {event:?}");
+    };
+    assert_eq!(reviews.key(), key(Kind::VirtualService, "reviews"));
+    assert_eq!(weight(&reviews), Some(50));
+    items.stop().await;
+}
