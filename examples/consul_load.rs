@@ -15,15 +15,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
-use tokio::sync::Notify;
 use wayfinder_consul::fake::{FakeConsul, Instance};
+
+#[path = "support/load.rs"]
+mod load;
+
+use load::{log_secs, memory, now_secs};
 
 struct Args {
     services: usize,
@@ -55,30 +54,6 @@ fn args() -> Args {
     a
 }
 
-/// Log lines of the server, shared with the task that reads them.
-#[derive(Clone, Default)]
-struct Logs {
-    lines: Arc<Mutex<Vec<Value>>>,
-    more: Arc<Notify>,
-}
-
-impl Logs {
-    async fn wait(&self, from: usize, pred: impl Fn(&Value) -> bool) -> (usize, Value) {
-        loop {
-            let notified = self.more.notified();
-            {
-                let lines = self.lines.lock().unwrap();
-                if let Some((i, l)) = lines.iter().enumerate().skip(from).find(|(_, l)| pred(l)) {
-                    return (i, l.clone());
-                }
-            }
-            tokio::time::timeout(Duration::from_secs(120), notified)
-                .await
-                .expect("the server logged nothing for two minutes");
-        }
-    }
-}
-
 #[tokio::main]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -99,31 +74,12 @@ async fn main() {
     fake.register_many(all);
 
     let started = Instant::now();
-    let mut child = Command::new(&args.binary)
-        .args(["discovery", "--registries", "Consul", "--consul-addr"])
-        .arg(fake.url())
-        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .args(["--monitoring-addr", "127.0.0.1:0", "--log-format", "json"])
-        .args(["--log-level", "info,wayfinder::aggregate=debug"])
-        .args(&args.extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {}: {e} (cargo build --release first)", args.binary));
-    let pid = child.id().unwrap();
-    let logs = Logs::default();
-    let reader = logs.clone();
-    let stderr = child.stderr.take().unwrap();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let v = serde_json::from_str(&line).unwrap_or(Value::String(line));
-            reader.lines.lock().unwrap().push(v);
-            reader.more.notify_waiters();
-        }
-    });
+    let mut flags: Vec<String> = ["--registries", "Consul", "--consul-addr"]
+        .map(String::from)
+        .into();
+    flags.push(fake.url());
+    flags.extend(args.extra.iter().cloned());
+    let (mut child, pid, logs) = load::spawn(&args.binary, &flags);
     let (mut at, _) = logs
         .wait(0, |l| l["message"] == "sources synced; serving")
         .await;
@@ -171,39 +127,4 @@ async fn main() {
     let (rss, hwm) = memory(pid);
     println!("server RSS at the end {rss:.1} MiB (peak {hwm:.1} MiB)");
     child.kill().await.unwrap();
-}
-
-/// Seconds since the epoch, now.
-fn now_secs() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
-/// The `timestamp` of a JSON log line (`2026-11-22T10:15:42.123456Z`), as seconds since the
-/// epoch. Only the time of day is read, added to today's date from the local clock.
-fn log_secs(line: &Value) -> f64 {
-    let ts = line["timestamp"].as_str().expect("a timestamp");
-    let time = &ts[ts.find('T').unwrap() + 1..ts.len() - 1];
-    let mut parts = time.split(':');
-    let h: f64 = parts.next().unwrap().parse().unwrap();
-    let m: f64 = parts.next().unwrap().parse().unwrap();
-    let s: f64 = parts.next().unwrap().parse().unwrap();
-    let now = now_secs();
-    let midnight = now - now.rem_euclid(86_400.0);
-    midnight + h * 3600.0 + m * 60.0 + s
-}
-
-/// Resident and peak resident memory of a process, in MiB.
-fn memory(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            .map_or(0.0, |kib| kib / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }

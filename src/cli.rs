@@ -52,7 +52,7 @@ pub struct ValidateArgs {
 #[derive(Debug, Args)]
 pub struct Discovery {
     /// Registries to run, comma-separated, in precedence order (case-insensitive): Mock (the
-    /// built-in bookinfo demo), File, Consul, Eureka.
+    /// built-in bookinfo demo), File, Consul, Eureka, Kubernetes.
     #[arg(long, value_delimiter = ',', default_value = "Mock", value_parser = parse_kind)]
     pub registries: Vec<Kind>,
     /// A ServiceEntry/WorkloadEntry file or directory for the File registry (repeatable).
@@ -97,6 +97,9 @@ pub struct Discovery {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub eureka: EurekaArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub kubernetes: KubernetesArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub log: LogArgs,
@@ -170,6 +173,61 @@ pub struct EurekaArgs {
     pub eureka_suffix: String,
 }
 
+/// Flags of the Kubernetes registry (`--registries Kubernetes`) and config source
+/// (`--config-source k8s`).
+#[derive(Debug, Args)]
+pub struct KubernetesArgs {
+    /// A cluster's kubeconfig: `PATH` for one cluster (its id is `--cluster-id`), or
+    /// `NAME=PATH` (repeatable) for several, each with NAME as its cluster id; the first is
+    /// the primary. Without it: in-cluster, else `KUBECONFIG` or `~/.kube/config`.
+    #[arg(long = "kubeconfig", value_name = "[NAME=]PATH", value_parser = parse_kubeconfig)]
+    pub kubeconfig: Vec<(Option<String>, PathBuf)>,
+    /// The cluster id of an unnamed cluster.
+    #[arg(
+        long = "cluster-id",
+        visible_alias = "clusterID",
+        env = "CLUSTER_ID",
+        default_value = wayfinder_kubernetes::DEFAULT_CLUSTER_ID
+    )]
+    pub cluster_id: String,
+    /// Watch only this namespace (Services, EndpointSlices, Pods, Istio objects).
+    #[arg(short = 'a', long = "app-namespace", visible_alias = "appNamespace")]
+    pub app_namespace: Option<String>,
+    /// How long an unreachable cluster's endpoints are still served.
+    #[arg(long = "cluster-grace-period", default_value = "5m", value_parser = parse_duration)]
+    pub cluster_grace_period: Duration,
+    /// Extra configuration sources besides `--config-dir`: `k8s` reads Istio's
+    /// networking objects from the primary cluster.
+    #[arg(long = "config-source", value_enum, value_delimiter = ',')]
+    pub config_source: Vec<ConfigSourceKind>,
+}
+
+/// A configuration source named by `--config-source`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ConfigSourceKind {
+    /// The Kubernetes API server of the primary cluster.
+    #[value(alias = "kubernetes")]
+    K8s,
+}
+
+impl KubernetesArgs {
+    /// The clusters the flags name, the primary first.
+    pub fn clusters(&self) -> Vec<wayfinder_kubernetes::Cluster> {
+        use wayfinder_kubernetes::{Cluster, Source};
+        if self.kubeconfig.is_empty() {
+            return vec![Cluster {
+                id: self.cluster_id.clone(),
+                source: Source::Infer,
+            }];
+        }
+        let clusters = self.kubeconfig.iter().map(|(name, path)| Cluster {
+            id: name.clone().unwrap_or_else(|| self.cluster_id.clone()),
+            source: Source::Kubeconfig(path.clone()),
+        });
+        clusters.collect()
+    }
+}
+
 /// Logging flags.
 #[derive(Debug, Args)]
 pub struct LogArgs {
@@ -207,6 +265,17 @@ pub struct RequestArgs {
 
 fn parse_kind(s: &str) -> Result<Kind, String> {
     s.parse()
+}
+
+/// Parses `NAME=PATH` or `PATH`.
+fn parse_kubeconfig(s: &str) -> Result<(Option<String>, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !name.contains('/') => {
+            Ok((Some(name.to_owned()), PathBuf::from(path)))
+        }
+        _ if s.is_empty() => Err("expected PATH or NAME=PATH".into()),
+        _ => Ok((None, PathBuf::from(s))),
+    }
 }
 
 fn parse_datacenters(s: &str) -> Result<wayfinder_consul::Datacenters, String> {

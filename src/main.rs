@@ -8,7 +8,8 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 use wayfinder::aggregate::{Debounce, Settings};
 use wayfinder::cli::{
-    Cli, Command, ConsulArgs, Discovery, LogArgs, LogFormat, RequestArgs, ValidateArgs,
+    Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, LogFormat, RequestArgs,
+    ValidateArgs,
 };
 use wayfinder::{registries, server};
 
@@ -50,9 +51,23 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
             suffix: args.eureka.eureka_suffix.clone(),
             ..wayfinder_eureka::Config::default()
         },
+        kubernetes: registries::Kubernetes {
+            clusters: args.kubernetes.clusters(),
+            settings: wayfinder_kubernetes::Config {
+                domain: args.domain.clone(),
+                namespace: args.kubernetes.app_namespace.clone(),
+                grace_period: args.kubernetes.cluster_grace_period,
+            },
+            config_source: args
+                .kubernetes
+                .config_source
+                .contains(&ConfigSourceKind::K8s),
+        },
     };
-    let registries = registries::build(&config).await?;
-    let config_sources = registries::config_sources(&config)?;
+    let registries::Built {
+        registries,
+        config_sources,
+    } = registries::build(&config).await?;
     let settings = Settings {
         debounce: Debounce {
             after: args.debounce_after,

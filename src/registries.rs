@@ -7,6 +7,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use wayfinder_kubernetes::KubernetesRegistry;
+use wayfinder_kubernetes::config_source::IstioConfig;
 use wayfinder_registry::config::ConfigSource;
 use wayfinder_registry::{Registry, RegistryId};
 
@@ -21,11 +23,20 @@ pub enum Kind {
     Consul,
     /// A Eureka server (`--eureka-*`).
     Eureka,
+    /// One or several Kubernetes clusters (`--kubeconfig`, `--cluster-id`, …): one registry
+    /// per cluster.
+    Kubernetes,
 }
 
 impl Kind {
     /// Every kind, for messages.
-    pub const ALL: [Kind; 4] = [Kind::Mock, Kind::File, Kind::Consul, Kind::Eureka];
+    pub const ALL: [Kind; 5] = [
+        Kind::Mock,
+        Kind::File,
+        Kind::Consul,
+        Kind::Eureka,
+        Kind::Kubernetes,
+    ];
 
     /// The name users write.
     pub fn name(self) -> &'static str {
@@ -34,6 +45,7 @@ impl Kind {
             Kind::File => "File",
             Kind::Consul => "Consul",
             Kind::Eureka => "Eureka",
+            Kind::Kubernetes => "Kubernetes",
         }
     }
 }
@@ -56,14 +68,8 @@ impl FromStr for Kind {
             return Ok(kind);
         }
         let known: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-        let later = s.eq_ignore_ascii_case("kubernetes");
-        let note = if later {
-            " (that registry is not available in this version)"
-        } else {
-            ""
-        };
         Err(format!(
-            "unknown registry {s:?}{note}; known registries: {}",
+            "unknown registry {s:?}; known registries: {}",
             known.join(", ")
         ))
     }
@@ -85,6 +91,20 @@ pub struct Config {
     pub consul: wayfinder_consul::Config,
     /// The Eureka registry's settings (used when `kinds` has Eureka).
     pub eureka: wayfinder_eureka::Config,
+    /// The Kubernetes clusters and their settings (used when `kinds` has Kubernetes or the
+    /// Kubernetes config source is on).
+    pub kubernetes: Kubernetes,
+}
+
+/// What the Kubernetes registries and config source need.
+#[derive(Clone, Debug, Default)]
+pub struct Kubernetes {
+    /// The clusters, the primary (the config source's) first.
+    pub clusters: Vec<wayfinder_kubernetes::Cluster>,
+    /// Settings shared by every cluster.
+    pub settings: wayfinder_kubernetes::Config,
+    /// Read Istio's networking objects from the primary cluster (`--config-source k8s`).
+    pub config_source: bool,
 }
 
 /// A configuration the registries cannot start with.
@@ -111,10 +131,21 @@ pub enum BuildError {
     /// The Eureka flags are not usable.
     #[error("eureka: {0}")]
     Eureka(#[from] wayfinder_eureka::BuildError),
+    /// A cluster's configuration is not usable.
+    #[error("cluster {cluster}: {error}")]
+    Kubernetes {
+        /// The cluster id.
+        cluster: String,
+        /// What is wrong.
+        error: wayfinder_kubernetes::BuildError,
+    },
+    /// Two clusters with one id.
+    #[error("two Kubernetes clusters are named {0}: name each --kubeconfig NAME=PATH")]
+    DuplicateCluster(String),
 }
 
-/// Builds the registries, in the order given.
-pub async fn build(config: &Config) -> Result<Vec<Box<dyn Registry>>, BuildError> {
+/// Builds the registries and the configuration sources, in the order given.
+pub async fn build(config: &Config) -> Result<Built, BuildError> {
     let mut seen = Vec::new();
     for kind in &config.kinds {
         if seen.contains(kind) {
@@ -125,6 +156,12 @@ pub async fn build(config: &Config) -> Result<Vec<Box<dyn Registry>>, BuildError
     if !config.file_paths.is_empty() && !seen.contains(&Kind::File) {
         return Err(BuildError::UnusedFilePaths);
     }
+    let kube = &config.kubernetes;
+    let kube_clients = if seen.contains(&Kind::Kubernetes) || kube.config_source {
+        clients(kube).await?
+    } else {
+        Vec::new()
+    };
     let mut registries: Vec<Box<dyn Registry>> = Vec::new();
     for kind in &config.kinds {
         match kind {
@@ -153,7 +190,35 @@ pub async fn build(config: &Config) -> Result<Vec<Box<dyn Registry>>, BuildError
                     eureka.build(RegistryId::new(Kind::Eureka.name()))?,
                 ));
             }
+            Kind::Kubernetes => {
+                let several = kube.clusters.len() > 1;
+                for (cluster, client) in kube.clusters.iter().zip(kube_clients.iter().cloned()) {
+                    let id = match several {
+                        true => format!("{}/{}", Kind::Kubernetes.name(), cluster.id),
+                        false => Kind::Kubernetes.name().to_owned(),
+                    };
+                    registries.push(Box::new(KubernetesRegistry::new(
+                        RegistryId::new(id),
+                        client,
+                        &cluster.id,
+                        &kube.settings,
+                    )));
+                }
+            }
         }
+    }
+    let mut config_sources = config_dir_source(config)?;
+    // The primary cluster's Istio objects (`--config-source k8s`).
+    if let (true, Some(cluster), Some(client)) = (
+        kube.config_source,
+        kube.clusters.first(),
+        kube_clients.first(),
+    ) {
+        let namespace = kube.settings.namespace.clone();
+        let istio = IstioConfig::new(client.clone(), namespace, &cluster.id);
+        config_sources.push(Box::new(istio.config_source()));
+        let id = RegistryId::new(KUBERNETES_CONFIG_REGISTRY);
+        registries.push(Box::new(istio.entries(id)));
     }
     if !config.config_dirs.is_empty() {
         let entries = wayfinder_file::Config {
@@ -164,14 +229,48 @@ pub async fn build(config: &Config) -> Result<Vec<Box<dyn Registry>>, BuildError
             .map_err(BuildError::ConfigDir)?;
         registries.push(Box::new(registry));
     }
-    Ok(registries)
+    Ok(Built {
+        registries,
+        config_sources,
+    })
+}
+
+/// The registries and configuration sources to run.
+pub struct Built {
+    /// Registries, in precedence order.
+    pub registries: Vec<Box<dyn Registry>>,
+    /// Configuration sources.
+    pub config_sources: Vec<Box<dyn ConfigSource>>,
+}
+
+/// A client per cluster; refuses two clusters with one id.
+async fn clients(kube: &Kubernetes) -> Result<Vec<wayfinder_kubernetes::Client>, BuildError> {
+    let mut clients = Vec::new();
+    for (i, cluster) in kube.clusters.iter().enumerate() {
+        if kube.clusters[..i].iter().any(|c| c.id == cluster.id) {
+            return Err(BuildError::DuplicateCluster(cluster.id.clone()));
+        }
+        let client = cluster
+            .client()
+            .await
+            .map_err(|error| BuildError::Kubernetes {
+                cluster: cluster.id.clone(),
+                error,
+            })?;
+        clients.push(client);
+    }
+    Ok(clients)
 }
 
 /// The registry of the ServiceEntries and WorkloadEntries found under `--config-dir`.
 pub const CONFIG_REGISTRY: &str = "Config";
 
-/// The configuration sources: the `--config-dir` paths, if any.
-pub fn config_sources(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, BuildError> {
+/// The registry of the ServiceEntries and WorkloadEntries read from Kubernetes
+/// (`--config-source k8s`).
+pub const KUBERNETES_CONFIG_REGISTRY: &str = "Config/k8s";
+
+/// The `--config-dir` source, if any.
+fn config_dir_source(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, BuildError> {
     if config.config_dirs.is_empty() {
         return Ok(Vec::new());
     }
@@ -191,11 +290,10 @@ mod tests {
         let err = "Zookeeper".parse::<Kind>().unwrap_err();
         assert!(
             err.contains("unknown registry \"Zookeeper\"")
-                && err.contains("Mock, File, Consul, Eureka"),
+                && err.contains("Mock, File, Consul, Eureka, Kubernetes"),
             "{err}"
         );
         assert_eq!("consul".parse::<Kind>(), Ok(Kind::Consul));
-        let err = "Kubernetes".parse::<Kind>().unwrap_err();
-        assert!(err.contains("not available in this version"), "{err}");
+        assert_eq!("kubernetes".parse::<Kind>(), Ok(Kind::Kubernetes));
     }
 }

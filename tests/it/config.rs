@@ -36,7 +36,7 @@ spec:
 }
 
 /// The cluster the `reviews` virtual host of route configuration `9080` sends to.
-fn reviews_cluster(r: &wayfinder::xds::pb::discovery::DiscoveryResponse) -> String {
+pub(crate) fn reviews_cluster(r: &wayfinder::xds::pb::discovery::DiscoveryResponse) -> String {
     let rc = decode_all::<RouteConfiguration>(r)
         .remove("9080")
         .expect("route configuration 9080");

@@ -28,10 +28,10 @@ mod faults;
 
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
 const RATINGS: &str = "ratings.default.svc.cluster.local";
-const NODE: &str = "router~127.0.0.1~ingress.default~default.svc.cluster.local";
+pub(crate) const NODE: &str = "router~127.0.0.1~ingress.default~default.svc.cluster.local";
 
 /// `(count of answers, by status and body)`.
-type Tally = BTreeMap<(u16, String), u64>;
+pub(crate) type Tally = BTreeMap<(u16, String), u64>;
 
 /// A backend to start: `(service host, name and version label, flags)`.
 type Spec<'a> = (&'a str, &'a str, &'a [&'a str]);
@@ -39,7 +39,7 @@ type Spec<'a> = (&'a str, &'a str, &'a [&'a str]);
 /// Starts an `http_backend.py` answering `name`, with extra `flags` (`--fail-every`,
 /// `--delay-ms`); returns it with its port. It is killed (by pid) when the child is dropped,
 /// and its stdin pipe, left in the child, keeps it running until then.
-async fn backend(tools: &Tools, name: &str, flags: &[&str]) -> (Child, u16) {
+pub(crate) async fn backend(tools: &Tools, name: &str, flags: &[&str]) -> (Child, u16) {
     let mut child = Command::new(&tools.python)
         .arg(tools.clients.join("http_backend.py"))
         .args(["--name", name])
@@ -234,7 +234,7 @@ fn entry(host: &str, endpoints: &[(u16, &str)]) -> String {
     text
 }
 
-fn gateway(port: u16) -> String {
+pub(crate) fn gateway(port: u16) -> String {
     format!(
         "apiVersion: networking.istio.io/v1\nkind: Gateway\n\
          metadata: {{name: ingress, namespace: default}}\nspec:\n  \
@@ -264,7 +264,7 @@ fn routes(http: &str) -> String {
 }
 
 /// VirtualService `name` for `host`, bound to Gateway `ingress`, with `http`.
-fn virtual_service(name: &str, host: &str, http: &str) -> String {
+pub(crate) fn virtual_service(name: &str, host: &str, http: &str) -> String {
     format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\n\
          metadata: {{name: {name}, namespace: default}}\nspec:\n  hosts: [{host}]\n  \
@@ -277,7 +277,7 @@ fn to(subset: &str) -> String {
     format!("[{{destination: {{host: {REVIEWS}, subset: {subset}}}}}]")
 }
 
-fn tally(answers: impl IntoIterator<Item = (u16, String)>) -> Tally {
+pub(crate) fn tally(answers: impl IntoIterator<Item = (u16, String)>) -> Tally {
     let mut out = Tally::new();
     for answer in answers {
         *out.entry(answer).or_default() += 1;

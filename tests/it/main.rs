@@ -17,6 +17,9 @@
 //! - `bad_input`: malformed files and failing registries against the binary.
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
+//! - `kubernetes`: the Kubernetes registry and config source against the in-process API
+//!   server: EDS-only scaling, port changes, a hybrid Kubernetes + Consul mesh under grpcio
+//!   and Envoy, a 60 s outage with an expired resourceVersion, invalid objects from the API.
 
 // A failed unwrap in a test is a test failure with its message and backtrace: what we want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -31,6 +34,7 @@ mod gateway;
 mod golden;
 mod grpc;
 mod grpc_routing;
+mod kubernetes;
 mod support;
 mod tools;
 mod vm_registries;

@@ -1,0 +1,50 @@
+//! The Kubernetes registry through the server, against the in-process API server of
+//! `wayfinder-kubernetes` (feature `fake`): what an ADS client receives when a deployment
+//! scales or a Service port changes (`ads`), real grpcio and Envoy traffic in a hybrid
+//! Kubernetes + Consul mesh (`traffic`), a 60 s API server outage with a restart and an
+//! expired resourceVersion (`outage`), and Istio objects read from the API (`config`).
+
+mod ads;
+mod clusters;
+mod config;
+mod outage;
+mod traffic;
+
+use wayfinder_kubernetes::fake::FakeApiServer;
+use wayfinder_kubernetes::fixtures::{address_slice, service};
+
+use crate::support::binary::Wayfinder;
+
+/// Starts the binary against `fake` (`--kubeconfig` written into `dir`) with `extra` flags.
+pub(crate) async fn start(
+    fake: &FakeApiServer,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> Wayfinder {
+    let kubeconfig = fake.write_kubeconfig(dir, "east");
+    let kubeconfig = kubeconfig.to_str().unwrap().to_owned();
+    let mut args = vec!["--kubeconfig", &kubeconfig, "--debounce-after", "10ms"];
+    args.extend_from_slice(extra);
+    if !extra.contains(&"--registries") {
+        args.extend_from_slice(&["--registries", "Kubernetes"]);
+    }
+    Wayfinder::start(&args).await
+}
+
+/// Service `web` (port `http` 8080, target 9080) in `default`, with endpoints
+/// `10.<net>.0.1..=n`.
+pub(crate) fn web(fake: &FakeApiServer, net: u8, n: u8) {
+    fake.apply(service(
+        "default",
+        "web",
+        "10.96.0.10",
+        &[("http", 8080, 9080)],
+    ));
+    fake.apply(web_slice(net, n));
+}
+
+/// web's EndpointSlice with endpoints `10.<net>.0.1..=n`.
+pub(crate) fn web_slice(net: u8, n: u8) -> serde_json::Value {
+    let ips: Vec<String> = (1..=n).map(|i| format!("10.{net}.0.{i}")).collect();
+    address_slice("default", "web", ("http", 9080), &ips)
+}
