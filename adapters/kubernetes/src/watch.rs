@@ -50,7 +50,12 @@ const RETRY_MIN: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(10);
 
 /// Our jittered backoff as kube's watcher takes it.
-struct Retry(Backoff);
+pub(crate) struct Retry(Backoff);
+
+/// The backoff of a failing watch (this registry's and the config source's).
+pub(crate) fn retry() -> Retry {
+    Retry(Backoff::new(RETRY_MIN, RETRY_MAX))
+}
 
 impl Iterator for Retry {
     type Item = Duration;
@@ -116,7 +121,7 @@ where
     Key: Send + 'static,
 {
     watcher(api, watcher::Config::default())
-        .backoff(Retry(Backoff::new(RETRY_MIN, RETRY_MAX)))
+        .backoff(retry())
         .map(move |item| {
             let change = match item.map_err(|e| (kind, e))? {
                 watcher::Event::Init => Change::Init,

@@ -5,7 +5,8 @@
 //!
 //! - **A relist after every failure.** kube's watcher resumes a failed watch from where it
 //!   was, which says nothing when nothing changed; so a recovery would never be seen. Instead
-//!   each failure drops the watcher, and the next attempt (after `.default_backoff()`'s delay)
+//!   each failure drops the watcher, and the next attempt (after the registry's jittered backoff,
+//!   0.5 s to 10 s)
 //!   lists again: its `InitDone` is the proof that the kind is readable again. A `410 Gone`
 //!   (the watch's resource version was compacted away) is routine: it is relisted at once
 //!   without an error item.
@@ -46,7 +47,7 @@ pub(super) enum Update {
 
 /// The updates of one kind. A failure is an `Err` item naming the watch
 /// (`cluster <id>: list/watch networking.istio.io/v1 virtualservices`); the next item comes after
-/// kube's default backoff, from a fresh list. The stream never ends.
+/// the registry's watch backoff, from a fresh list. The stream never ends.
 pub(super) fn watch(
     cluster: Target,
     kind: &'static ApiKind,
@@ -65,7 +66,7 @@ pub(super) fn watch(
         Some((item, state))
     })
     .boxed()
-    .default_backoff()
+    .backoff(crate::watch::retry())
 }
 
 type Watcher = BoxStream<'static, watcher::Result<Event<DynamicObject>>>;
