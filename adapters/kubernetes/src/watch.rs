@@ -2,74 +2,28 @@
 //! into one [`Cache`], the cache's events out, and the health rules (errors as items,
 //! `Recovered`, the grace period of a cluster that stays away).
 
+mod streams;
+
 use std::collections::BTreeSet;
-use std::fmt::Debug;
 use std::time::Duration;
 
-use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ListParams;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::runtime::watcher;
+use kube::{Api, Client};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use wayfinder_registry::backoff::Backoff;
 use wayfinder_registry::{CancellationToken, Event, EventStream, RegistryError};
 
-use crate::cache::{AnyChange, Cache, Change};
+use crate::cache::Cache;
 use crate::convert::Scope;
 use crate::errors::{describe, status};
-use crate::objects::{NodeObj, PodObj, SliceObj, SvcObj};
 
-/// The four kinds a cluster's registry watches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Kind {
-    Services,
-    EndpointSlices,
-    Pods,
-    Nodes,
-}
-
-impl Kind {
-    fn path(self) -> &'static str {
-        match self {
-            Kind::Services => "v1 services",
-            Kind::EndpointSlices => "discovery.k8s.io/v1 endpointslices",
-            Kind::Pods => "v1 pods",
-            Kind::Nodes => "v1 nodes",
-        }
-    }
-}
-
-/// Backoff of a failing watch: shorter than kube's default (0.8 s to 30 s) so that a cluster
-/// back from an outage is followed within seconds; jittered, so watches do not retry together.
-const RETRY_MIN: Duration = Duration::from_millis(500);
-const RETRY_MAX: Duration = Duration::from_secs(10);
-
-/// Our jittered backoff as kube's watcher takes it.
-pub(crate) struct Retry(Backoff);
-
-/// The backoff of a failing watch (this registry's and the config source's).
-pub(crate) fn retry() -> Retry {
-    Retry(Backoff::new(RETRY_MIN, RETRY_MAX))
-}
-
-impl Iterator for Retry {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        Some(self.0.next_delay())
-    }
-}
-
-impl kube::runtime::utils::Backoff for Retry {
-    fn reset(&mut self) {
-        self.0.reset();
-    }
-}
+pub(crate) use self::streams::retry;
+use self::streams::{Kind, RETRY_MAX, RETRY_MIN, api, watchers};
 
 /// What the loop needs.
 #[derive(Clone, Debug)]
@@ -80,8 +34,6 @@ pub(crate) struct Settings {
     /// How long an unreachable cluster's endpoints stay in force.
     pub(crate) grace_period: Duration,
 }
-
-type Item = Result<AnyChange, (Kind, watcher::Error)>;
 
 /// Starts the loop; the stream ends soon after `shutdown` is cancelled.
 pub(crate) fn stream(
@@ -95,91 +47,6 @@ pub(crate) fn stream(
         rx.recv().await.map(|item| (item, rx))
     })
     .boxed()
-}
-
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// One kind's watcher, its objects slimmed as they arrive.
-fn watch<K, T, Key>(
-    api: Api<K>,
-    kind: Kind,
-    slim: fn(K) -> (Key, T),
-    key: fn(&K) -> Key,
-    wrap: fn(Change<Key, T>) -> AnyChange,
-) -> BoxStream<'static, Item>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    T: Send + 'static,
-    Key: Send + 'static,
-{
-    watcher(api, watcher::Config::default())
-        .backoff(retry())
-        .map(move |item| {
-            let change = match item.map_err(|e| (kind, e))? {
-                watcher::Event::Init => Change::Init,
-                watcher::Event::InitApply(obj) => {
-                    let (k, t) = slim(obj);
-                    Change::InitApply(k, t)
-                }
-                watcher::Event::InitDone => Change::InitDone,
-                watcher::Event::Apply(obj) => {
-                    let (k, t) = slim(obj);
-                    Change::Apply(k, t)
-                }
-                watcher::Event::Delete(obj) => Change::Delete(key(&obj)),
-            };
-            Ok(wrap(change))
-        })
-        .boxed()
-}
-
-fn ns_name<K: Resource>(obj: &K) -> (std::sync::Arc<str>, std::sync::Arc<str>) {
-    let meta = obj.meta();
-    (
-        meta.namespace.clone().unwrap_or_default().into(),
-        meta.name.clone().unwrap_or_default().into(),
-    )
-}
-
-fn watchers(client: &Client, namespace: Option<&str>) -> SelectAll<BoxStream<'static, Item>> {
-    futures::stream::select_all([
-        watch(
-            api::<Service>(client, namespace),
-            Kind::Services,
-            |s| (ns_name(&s), SvcObj::from(s)),
-            ns_name,
-            AnyChange::Service,
-        ),
-        watch(
-            api::<EndpointSlice>(client, namespace),
-            Kind::EndpointSlices,
-            |s| (ns_name(&s), SliceObj::from(s)),
-            ns_name,
-            AnyChange::Slice,
-        ),
-        watch(
-            api::<Pod>(client, namespace),
-            Kind::Pods,
-            PodObj::from_pod,
-            ns_name,
-            AnyChange::Pod,
-        ),
-        watch(
-            Api::<Node>::all(client.clone()),
-            Kind::Nodes,
-            NodeObj::from_node,
-            |n| n.metadata.name.clone().unwrap_or_default().into(),
-            AnyChange::Node,
-        ),
-    ])
 }
 
 /// The loop's health bookkeeping.
