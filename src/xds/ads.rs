@@ -1,4 +1,5 @@
-//! The state-of-the-world ADS server: one task per stream around [`StreamState`].
+//! The ADS server: one task per stream around [`StreamState`] (state of the world) or
+//! [`DeltaState`] (incremental), the same loop for both.
 //!
 //! Each stream waits for the server to be ready, reads who is asking from the first request,
 //! then answers requests and pushes new snapshots as they are published. Responses leave
@@ -6,6 +7,7 @@
 //! snapshots published meanwhile collapse into the latest (the version channel keeps only the
 //! newest), so a slow or stuck client never delays the others or the aggregate.
 
+mod delta;
 mod state;
 mod subscription;
 
@@ -21,11 +23,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+pub use delta::DeltaState;
 pub use state::{Nack, Outcome, RequestError, StreamState, TypeStatus};
 pub use subscription::Subscription;
 
 use crate::aggregate::AggregateHandle;
 use crate::metrics::Metrics;
+use crate::xds::pb::core::Node;
 use crate::xds::pb::discovery::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
 };
@@ -162,25 +166,25 @@ impl AdsServer {
         Some(dump)
     }
 
-    async fn serve(
+    async fn serve<P: Protocol>(
         self,
-        requests: Streaming<DiscoveryRequest>,
-        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+        requests: Streaming<P::Request>,
+        tx: mpsc::Sender<Result<P::Response, Status>>,
     ) {
-        if let Err(err) = self.run(requests, &tx).await {
+        if let Err(err) = self.run::<P>(requests, &tx).await {
             let _ = tx.send(Err(err.into())).await;
         }
     }
 
-    async fn run(
+    async fn run<P: Protocol>(
         &self,
-        mut requests: Streaming<DiscoveryRequest>,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+        mut requests: Streaming<P::Request>,
+        tx: &mpsc::Sender<Result<P::Response, Status>>,
     ) -> Result<(), StreamError> {
         let Ok(Some(first)) = requests.message().await else {
             return Ok(());
         };
-        let node = first.node.as_ref().ok_or(StreamError::NoNode)?;
+        let node = P::node(&first).ok_or(StreamError::NoNode)?;
         let proxy = match Proxy::from_node(node, &self.inner.domain) {
             Ok(p) => Arc::new(p),
             Err(err) => {
@@ -194,8 +198,8 @@ impl AdsServer {
             server: self,
             id: conn.id,
         };
-        tracing::info!(proxy = %proxy, kind = ?proxy.kind, "xDS stream opened");
-        let mut state = StreamState::new(proxy, self.inner.identifier.clone());
+        tracing::info!(proxy = %proxy, kind = ?proxy.kind, variant = P::VARIANT, "xDS stream opened");
+        let mut state = P::new(proxy, self.inner.identifier.clone());
         let mut versions = self.inner.versions.clone();
         versions.mark_unchanged();
         let mut next = Some(first);
@@ -226,39 +230,40 @@ impl AdsServer {
     }
 
     /// Handles one request; false when the client went away.
-    async fn answer(
+    async fn answer<P: Protocol>(
         &self,
-        state: &mut StreamState,
-        req: &DiscoveryRequest,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+        state: &mut P,
+        req: &P::Request,
+        tx: &mpsc::Sender<Result<P::Response, Status>>,
     ) -> Result<bool, StreamError> {
         let snap = self.current();
         let outcome = state.on_request(req, &snap)?;
+        let (type_url, nonce) = P::request_type_and_nonce(req);
         let m = &self.inner.metrics;
         if outcome.stale {
             m.xds_expired_nonce.inc();
-            tracing::debug!(proxy = %state.proxy(), type_url = %req.type_url, nonce = %req.response_nonce, "ignoring a request with a stale nonce");
+            tracing::debug!(proxy = %state.proxy(), %type_url, %nonce, "a request with a stale nonce");
         }
         if let Some(message) = &outcome.nack {
             m.xds_rejects.inc();
-            if let Some(t) = TypeUrl::parse(&req.type_url) {
+            if let Some(t) = TypeUrl::parse(type_url) {
                 m.xds_type_rejects
                     .get_or_create(&Metrics::type_label(t))
                     .inc();
             }
-            tracing::warn!(proxy = %state.proxy(), type_url = %req.type_url, version = %req.version_info, %message, "proxy rejected configuration (NACK)");
+            tracing::warn!(proxy = %state.proxy(), %type_url, %nonce, %message, "proxy rejected configuration (NACK)");
         }
         if outcome.unsupported {
-            tracing::debug!(proxy = %state.proxy(), type_url = %req.type_url, "ignoring a request for a type wayfinder does not serve");
+            tracing::debug!(proxy = %state.proxy(), %type_url, "ignoring a request for a type wayfinder does not serve");
         }
         Ok(self.send(state, outcome.responses, None, tx).await)
     }
 
     /// Pushes the newest snapshot; false when the client went away.
-    async fn push(
+    async fn push<P: Protocol>(
         &self,
-        state: &mut StreamState,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+        state: &mut P,
+        tx: &mpsc::Sender<Result<P::Response, Status>>,
     ) -> bool {
         let snap = self.current();
         let responses = state.on_snapshot(&snap);
@@ -266,23 +271,25 @@ impl AdsServer {
             .await
     }
 
-    async fn send(
+    async fn send<P: Protocol>(
         &self,
-        state: &StreamState,
-        responses: Vec<DiscoveryResponse>,
+        state: &P,
+        responses: Vec<P::Response>,
         published: Option<Instant>,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+        tx: &mpsc::Sender<Result<P::Response, Status>>,
     ) -> bool {
         let m = &self.inner.metrics;
         let pushed = !responses.is_empty();
         for response in responses {
             let started = Instant::now();
-            if let Some(t) = TypeUrl::parse(&response.type_url) {
+            let summary = P::summary(&response);
+            if let Some(t) = TypeUrl::parse(summary.type_url) {
                 let label = Metrics::type_label(t);
-                let size: usize = response.resources.iter().map(|r| r.value.len()).sum();
                 m.xds_pushes.get_or_create(&label).inc();
-                m.xds_config_size.get_or_create(&label).observe(size as f64);
-                tracing::debug!(proxy = %state.proxy(), %t, version = %response.version_info, nonce = %response.nonce, resources = response.resources.len(), "push");
+                m.xds_config_size
+                    .get_or_create(&label)
+                    .observe(summary.bytes as f64);
+                tracing::debug!(proxy = %state.proxy(), %t, version = %summary.version, nonce = %summary.nonce, resources = summary.resources, removed = summary.removed, "push");
                 if tx.send(Ok(response)).await.is_err() {
                     return false;
                 }
@@ -364,17 +371,130 @@ impl AggregatedDiscoveryService for AdsServer {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(self.clone().serve(request.into_inner(), tx));
+        tokio::spawn(self.clone().serve::<StreamState>(request.into_inner(), tx));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn delta_aggregated_resources(
         &self,
-        _request: Request<Streaming<DeltaDiscoveryRequest>>,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        Err(Status::unimplemented(
-            "incremental (delta) xDS is not served yet; use state-of-the-world ADS (api_type: GRPC)",
-        ))
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(self.clone().serve::<DeltaState>(request.into_inner(), tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// A response in the few words logs and metrics need.
+struct Summary<'a> {
+    type_url: &'a str,
+    version: &'a str,
+    nonce: &'a str,
+    resources: usize,
+    removed: usize,
+    bytes: usize,
+}
+
+/// What a stream needs from a protocol variant's state machine (state of the world or delta).
+trait Protocol: Send + Sized + 'static {
+    type Request: prost::Message + Default + Send + 'static;
+    type Response: Send + 'static;
+    /// For logs: `sotw` or `delta`.
+    const VARIANT: &'static str;
+    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self;
+    fn node(req: &Self::Request) -> Option<&Node>;
+    fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
+    fn summary(response: &Self::Response) -> Summary<'_>;
+    fn proxy(&self) -> &Arc<Proxy>;
+    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus>;
+    fn on_request(
+        &mut self,
+        req: &Self::Request,
+        snap: &XdsSnapshot,
+    ) -> Result<Outcome<Self::Response>, RequestError>;
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<Self::Response>;
+}
+
+impl Protocol for StreamState {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+    const VARIANT: &'static str = "sotw";
+    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
+        StreamState::new(proxy, identifier)
+    }
+    fn node(req: &DiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn request_type_and_nonce(req: &DiscoveryRequest) -> (&str, &str) {
+        (&req.type_url, &req.response_nonce)
+    }
+    fn summary(r: &DiscoveryResponse) -> Summary<'_> {
+        Summary {
+            type_url: &r.type_url,
+            version: &r.version_info,
+            nonce: &r.nonce,
+            resources: r.resources.len(),
+            removed: 0,
+            bytes: r.resources.iter().map(|a| a.value.len()).sum(),
+        }
+    }
+    fn proxy(&self) -> &Arc<Proxy> {
+        StreamState::proxy(self)
+    }
+    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
+        StreamState::status(self)
+    }
+    fn on_request(
+        &mut self,
+        req: &DiscoveryRequest,
+        snap: &XdsSnapshot,
+    ) -> Result<Outcome, RequestError> {
+        StreamState::on_request(self, req, snap)
+    }
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DiscoveryResponse> {
+        StreamState::on_snapshot(self, snap)
+    }
+}
+
+impl Protocol for DeltaState {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+    const VARIANT: &'static str = "delta";
+    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
+        DeltaState::new(proxy, identifier)
+    }
+    fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn request_type_and_nonce(req: &DeltaDiscoveryRequest) -> (&str, &str) {
+        (&req.type_url, &req.response_nonce)
+    }
+    fn summary(r: &DeltaDiscoveryResponse) -> Summary<'_> {
+        let bytes = r.resources.iter().filter_map(|x| x.resource.as_ref());
+        Summary {
+            type_url: &r.type_url,
+            version: &r.system_version_info,
+            nonce: &r.nonce,
+            resources: r.resources.len(),
+            removed: r.removed_resources.len(),
+            bytes: bytes.map(|a| a.value.len()).sum(),
+        }
+    }
+    fn proxy(&self) -> &Arc<Proxy> {
+        DeltaState::proxy(self)
+    }
+    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
+        DeltaState::status(self)
+    }
+    fn on_request(
+        &mut self,
+        req: &DeltaDiscoveryRequest,
+        snap: &XdsSnapshot,
+    ) -> Result<Outcome<DeltaDiscoveryResponse>, RequestError> {
+        DeltaState::on_request(self, req, snap)
+    }
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaDiscoveryResponse> {
+        DeltaState::on_snapshot(self, snap)
     }
 }
 

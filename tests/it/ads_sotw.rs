@@ -476,19 +476,3 @@ async fn nothing_is_served_until_the_registries_synced() {
     assert_eq!(get(server.http_addr, "/ready").await.0, 200);
     server.shutdown();
 }
-
-#[tokio::test]
-async fn delta_xds_is_refused_with_a_clear_status() {
-    use wayfinder::xds::pb::discovery::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-    let srv = inproc::start(vec![]).await;
-    let mut client =
-        AggregatedDiscoveryServiceClient::connect(format!("http://{}", srv.server.grpc_addr))
-            .await
-            .unwrap();
-    let status = client
-        .delta_aggregated_resources(futures::stream::empty())
-        .await
-        .unwrap_err();
-    assert_eq!(status.code(), tonic::Code::Unimplemented);
-    assert!(status.message().contains("state-of-the-world"), "{status}");
-}

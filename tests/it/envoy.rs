@@ -1,4 +1,5 @@
-//! Real Envoy 1.40 as a sidecar over state-of-the-world ADS, fed by the file registry.
+//! Real Envoy 1.40 as a sidecar over state-of-the-world and delta ADS, fed by the file
+//! registry.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -30,13 +31,24 @@ impl Envoy {
     /// Starts Envoy with an ADS bootstrap pointing at `ads`, node `id` and node metadata
     /// `metadata` (YAML flow mapping), admin on a loopback port it picks.
     pub(crate) async fn start(tools: &Tools, ads: SocketAddr, id: &str, metadata: &str) -> Self {
+        Self::start_with(tools, ads, id, metadata, "GRPC").await
+    }
+
+    /// [`Envoy::start`] with an ADS `api_type`: `GRPC` (state of the world) or `DELTA_GRPC`.
+    pub(crate) async fn start_with(
+        tools: &Tools,
+        ads: SocketAddr,
+        id: &str,
+        metadata: &str,
+        api_type: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let bootstrap = format!(
             r#"node: {{id: "{id}", cluster: test, metadata: {metadata}}}
 admin: {{address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}}}
 dynamic_resources:
   ads_config:
-    api_type: GRPC
+    api_type: {api_type}
     transport_api_version: V3
     set_node_on_first_message_only: true
     grpc_services: [{{envoy_grpc: {{cluster_name: xds_cluster}}}}]
@@ -131,6 +143,17 @@ const ECHO: &str = "outbound|8080||echo.default.svc.cluster.local";
 
 #[tokio::test]
 async fn envoy_sidecar_accepts_everything_and_follows_the_registry() {
+    sidecar_follows_the_registry("GRPC").await;
+}
+
+#[tokio::test]
+async fn envoy_sidecar_over_delta_xds_accepts_everything_and_follows_the_registry() {
+    sidecar_follows_the_registry("DELTA_GRPC").await;
+}
+
+/// Envoy over ADS of `api_type`: every type accepted, endpoint changes followed, a changed
+/// cluster warmed at once, every type acknowledged, nothing rejected.
+async fn sidecar_follows_the_registry(api_type: &str) {
     let Some(tools) = tools() else { return };
     let dir = tempfile::tempdir().unwrap();
     let entry = |protocol: &str, ports: &[u16]| {
@@ -145,7 +168,7 @@ async fn envoy_sidecar_accepts_everything_and_follows_the_registry() {
     let w = Wayfinder::with_files("", dir.path()).await;
     let id = "sidecar~127.0.0.1~envoy-1.default~default.svc.cluster.local";
     let meta = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
-    let envoy = Envoy::start(&tools, w.grpc, id, meta).await;
+    let envoy = Envoy::start_with(&tools, w.grpc, id, meta, api_type).await;
 
     // Every type arrives and is accepted.
     eventually(
@@ -191,12 +214,100 @@ async fn envoy_sidecar_accepts_everything_and_follows_the_registry() {
     )
     .await;
     let took = received.elapsed();
-    eprintln!("envoy: changed cluster warmed and acknowledged {took:?} after it arrived");
+    eprintln!(
+        "envoy ({api_type}): changed cluster warmed and acknowledged {took:?} after it arrived"
+    );
     assert!(
         took.as_secs_f64() < 5.0,
         "warming took {took:?}: were the endpoints re-sent?"
     );
 
+    let rejected: Vec<(String, String)> = envoy
+        .stats()
+        .await
+        .into_iter()
+        .filter(|(k, v)| k.ends_with("update_rejected") && v != "0")
+        .collect();
+    assert!(
+        rejected.is_empty(),
+        "Envoy rejected configuration: {rejected:?}"
+    );
+}
+
+#[tokio::test]
+async fn envoy_over_delta_keeps_its_config_across_a_control_plane_restart_and_converges() {
+    let Some(tools) = tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |ports: &[u16]| {
+        service_entry(
+            "echo",
+            "echo.default.svc.cluster.local",
+            ("http", 8080, "HTTP"),
+            ports,
+        )
+    };
+    write(dir.path(), "echo.yaml", &entry(&[9001, 9002]));
+    let files = dir.path().to_str().unwrap();
+    let args = [
+        "--registries",
+        "File",
+        "--file-registry",
+        files,
+        "--debounce-after",
+        "10ms",
+    ];
+    let w = Wayfinder::start(&args).await;
+    let grpc = w.grpc.to_string();
+    let id = "sidecar~127.0.0.1~envoy-2.default~default.svc.cluster.local";
+    let meta = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
+    let envoy = Envoy::start_with(&tools, w.grpc, id, meta, "DELTA_GRPC").await;
+    eventually("Envoy's endpoints", || async {
+        (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9002"]).then_some(())
+    })
+    .await;
+
+    assert_eq!(envoy.stat("control_plane.connected_state").await, 1);
+    // The control plane goes away; Envoy keeps serving what it has.
+    drop(w);
+    eventually("Envoy to notice", || async {
+        (envoy.stat("control_plane.connected_state").await == 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        hosts(&envoy.clusters().await, ECHO),
+        ["127.0.0.1:9001", "127.0.0.1:9002"]
+    );
+
+    // Meanwhile an endpoint changes; a new server on the same address catches Envoy up.
+    write(dir.path(), "echo.yaml", &entry(&[9001, 9003]));
+    let w = Wayfinder::start_at(&grpc, &args).await;
+    eventually("Envoy to converge after reconnecting", || async {
+        (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9003"]).then_some(())
+    })
+    .await;
+    eventually("every type acknowledged, nothing warming", || async {
+        let warming = envoy.stat("cluster_manager.warming_clusters").await;
+        (warming == 0 && all_acked(&w).await).then_some(())
+    })
+    .await;
+    w.wait_log("the reconnect's delta stream", |l| {
+        l["message"] == "xDS stream opened" && l["variant"] == "delta"
+    })
+    .await;
+    // Envoy came back holding its six clusters (initial_resource_versions). The sidecar at
+    // 127.0.0.1 is itself an endpoint of echo, so it has an inbound cluster per endpoint port:
+    // only 9002 → 9003 changed, so the first clusters response carries inbound|9003|| and
+    // removes inbound|9002||; the four unchanged clusters are not sent again.
+    let first_cds = w
+        .wait_log("the first clusters push", |l| {
+            l["message"] == "push" && l["t"] == "cds"
+        })
+        .await;
+    assert_eq!(
+        (&first_cds["resources"], &first_cds["removed"]),
+        (&1.into(), &1.into()),
+        "{first_cds}"
+    );
     let rejected: Vec<(String, String)> = envoy
         .stats()
         .await

@@ -1,8 +1,8 @@
 //! Black-box tests of wayfinder, in one binary because each test binary links the large
 //! Envoy types crate.
 //!
-//! - `ads_sotw`: every state-of-the-world rule, with a raw ADS client against an in-process
-//!   server fed by a memory registry.
+//! - `ads_sotw`, `ads_delta`: every state-of-the-world and incremental (delta) rule, with raw
+//!   ADS clients against an in-process server fed by a memory registry.
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
 //! - `cli`: the binary's commands, flags, debug pages and refusals.
@@ -24,6 +24,7 @@
 // A failed unwrap in a test is a test failure with its message and backtrace: what we want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod ads_delta;
 mod ads_sotw;
 mod bad_input;
 mod bookinfo;

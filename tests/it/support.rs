@@ -3,6 +3,7 @@
 
 pub(crate) mod ads;
 pub(crate) mod binary;
+pub(crate) mod delta;
 pub(crate) mod fixtures;
 pub(crate) mod inproc;
 

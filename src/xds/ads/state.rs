@@ -43,16 +43,27 @@ pub enum RequestError {
 }
 
 /// What a request amounted to, for logs and metrics.
-#[derive(Debug, Default, PartialEq)]
-pub struct Outcome {
+#[derive(Debug, PartialEq)]
+pub struct Outcome<R = DiscoveryResponse> {
     /// Responses to send, in order.
-    pub responses: Vec<DiscoveryResponse>,
+    pub responses: Vec<R>,
     /// The request carried a nonce other than the latest sent and was ignored.
     pub stale: bool,
     /// The request was a NACK with this message.
     pub nack: Option<String>,
     /// The request was for a type wayfinder does not serve.
     pub unsupported: bool,
+}
+
+impl<R> Default for Outcome<R> {
+    fn default() -> Self {
+        Self {
+            responses: Vec::new(),
+            stale: false,
+            nack: None,
+            unsupported: false,
+        }
+    }
 }
 
 /// A NACK as recorded for `/debug/syncz`.
@@ -365,7 +376,7 @@ fn added(
         .collect()
 }
 
-fn now() -> f64 {
+pub(super) fn now() -> f64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

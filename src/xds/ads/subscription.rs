@@ -53,6 +53,46 @@ impl Subscription {
         }
     }
 
+    /// Applies a delta request's `subscribe` and `unsubscribe` diffs. On the type's `first`
+    /// request, subscribing nothing is a legacy wildcard (so is a stream that never named
+    /// anything and subscribes nothing again); `*` in either list turns the wildcard on or
+    /// off. `always_wildcard` as for [`Subscription::update`].
+    pub fn update_delta(
+        &mut self,
+        subscribe: &[String],
+        unsubscribe: &[String],
+        first: bool,
+        always_wildcard: bool,
+    ) {
+        if first && subscribe.is_empty() && unsubscribe.is_empty() {
+            self.wildcard = true;
+        }
+        if !subscribe.is_empty() || !unsubscribe.is_empty() {
+            self.explicit = true;
+        }
+        let mut names = (*self.names).clone();
+        for name in subscribe {
+            if name == "*" {
+                self.wildcard = true;
+            } else {
+                names.insert(name.as_str().into());
+            }
+        }
+        for name in unsubscribe {
+            if name == "*" {
+                self.wildcard = false;
+            } else {
+                names.remove(name.as_str());
+            }
+        }
+        if always_wildcard {
+            self.wildcard = true;
+        }
+        if *self.names != names {
+            self.names = Arc::new(names);
+        }
+    }
+
     /// True when the subscription covers `name`.
     pub fn wants(&self, name: &str) -> bool {
         self.wildcard || self.names.contains(name)
@@ -84,6 +124,22 @@ mod tests {
             !s.wildcard && !s.wants("A"),
             "after explicit names, empty means nothing"
         );
+    }
+
+    #[test]
+    fn delta_wildcard_state_machine() {
+        let mut s = Subscription::default();
+        s.update_delta(&[], &[], true, false);
+        assert!(s.wildcard, "an empty first request is a legacy wildcard");
+        s.update_delta(&names(&["A"]), &[], false, false);
+        assert!(s.wildcard && s.names.contains("A"));
+        s.update_delta(&[], &names(&["*"]), false, false);
+        assert!(!s.wildcard && s.wants("A") && !s.wants("B"));
+        s.update_delta(&[], &names(&["A"]), false, false);
+        assert!(!s.wildcard && !s.wants("A"));
+        let mut explicit = Subscription::default();
+        explicit.update_delta(&names(&["B"]), &[], true, false);
+        assert!(!explicit.wildcard && explicit.wants("B"));
     }
 
     #[test]

@@ -47,9 +47,15 @@ impl Wayfinder {
     /// Starts `wayfinder discovery ARGS` on loopback port 0 with JSON logs, and waits until it
     /// logged the three addresses it bound.
     pub(crate) async fn start(args: &[&str]) -> Self {
+        Self::start_at("127.0.0.1:0", args).await
+    }
+
+    /// [`Wayfinder::start`] with ADS on `grpc` (to restart a server on the same address).
+    pub(crate) async fn start_at(grpc: &str, args: &[&str]) -> Self {
         let mut child = Command::new(path())
             .arg("discovery")
-            .args(LOOPBACK)
+            .args(["--grpc-addr", grpc])
+            .args(&LOOPBACK[2..])
             .args([
                 "--log-format",
                 "json",
