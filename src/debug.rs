@@ -12,7 +12,7 @@
 //! | `/metrics` (monitoring) | Prometheus text |
 //! | `/version` (monitoring) | build version |
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::Json;
@@ -34,7 +34,7 @@ struct Debug {
     ready_requires_healthy: bool,
 }
 
-const PAGES: [(&str, &str); 7] = [
+const PAGES: [(&str, &str); 8] = [
     (
         "/ready",
         "200 once every registry synced or the sync timeout passed",
@@ -56,6 +56,10 @@ const PAGES: [(&str, &str); 7] = [
         "connected proxies and their per-type xDS state",
     ),
     ("/debug/config_dump", "what a proxy is served (?proxyID=ID)"),
+    (
+        "/debug/push_status",
+        "the latest 256 pushes: proxy, type, resources, bytes, time since publication",
+    ),
     ("/debug", "this list"),
 ];
 
@@ -71,6 +75,7 @@ pub fn router(aggregate: AggregateHandle, ads: AdsServer, ready_requires_healthy
         .route("/debug/configz", get(configz))
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
+        .route("/debug/push_status", get(push_status))
         .with_state(Debug {
             aggregate,
             ads,
@@ -209,6 +214,25 @@ async fn configz(State(d): State<Debug>) -> Json<Value> {
         "snapshot_version": snapshot.version,
         "sources": *d.aggregate.config_sources(),
         "objects": objects,
+    }))
+}
+
+async fn push_status(State(d): State<Debug>) -> Json<Value> {
+    let pushes = d.ads.pushes();
+    let mut totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for p in &pushes {
+        let t = totals.entry(p.r#type).or_default();
+        t.0 += 1;
+        t.1 += p.bytes as u64;
+    }
+    let totals: BTreeMap<&str, Value> = totals
+        .into_iter()
+        .map(|(t, (n, bytes))| (t, json!({"pushes": n, "bytes": bytes})))
+        .collect();
+    Json(json!({
+        "snapshot_version": d.ads.current().model().version,
+        "totals": totals,
+        "pushes": pushes,
     }))
 }
 

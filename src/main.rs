@@ -72,6 +72,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         debounce: Debounce {
             after: args.debounce_after,
             max: args.debounce_max,
+            leading: args.debounce_leading,
         },
         sync_timeout: args.sync_timeout,
     };

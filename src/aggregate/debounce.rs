@@ -1,9 +1,14 @@
 //! Batching registry changes before a snapshot is built (Istio's `PILOT_DEBOUNCE_AFTER` and
-//! `PILOT_DEBOUNCE_MAX`).
+//! `PILOT_DEBOUNCE_MAX`), adaptively.
 //!
-//! The first change of a batch starts the clock. The batch is published once no change has
-//! arrived for `after` (the quiet period), or once `max` has passed since its first change,
-//! whichever comes first, so a steady stream of changes still publishes every `max`.
+//! **A single change goes out at once; a burst is batched.** With `leading` on (the default),
+//! a change that arrives while the server is quiet (nothing pending, and the last snapshot
+//! published at least `after` ago) is published immediately, with whatever arrived in the
+//! same instant. Changes that follow within `after` of a publication form a batch: it is
+//! published once no change has arrived for `after` (the quiet period), or once `max` has
+//! passed since its first change, whichever comes first, so a steady stream still publishes
+//! every `max`. With `leading` off, every change waits for the quiet period, as Istio's
+//! debounce does.
 
 use std::time::Duration;
 
@@ -16,6 +21,8 @@ pub struct Debounce {
     pub after: Duration,
     /// Longest a batch may wait (default 10 s).
     pub max: Duration,
+    /// Publish a change that arrives after a quiet period at once (default on).
+    pub leading: bool,
 }
 
 impl Default for Debounce {
@@ -23,6 +30,7 @@ impl Default for Debounce {
         Self {
             after: Duration::from_millis(100),
             max: Duration::from_secs(10),
+            leading: true,
         }
     }
 }
@@ -30,21 +38,47 @@ impl Default for Debounce {
 /// The batch being collected.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
-    /// First and latest change of the pending batch.
-    pending: Option<(Instant, Instant)>,
+    /// The pending batch.
+    pending: Option<Pending>,
+    /// When the last batch was published.
+    published: Option<Instant>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    first: Instant,
+    last: Instant,
+    /// Started while quiet: due at once.
+    leading: bool,
 }
 
 impl Batch {
     /// Notes a change at `now`.
-    pub(crate) fn record(&mut self, now: Instant) {
-        let first = self.pending.map_or(now, |(first, _)| first);
-        self.pending = Some((first, now));
+    pub(crate) fn record(&mut self, now: Instant, settings: Debounce) {
+        match &mut self.pending {
+            Some(pending) => pending.last = now,
+            None => {
+                let quiet = self
+                    .published
+                    .is_none_or(|at| now.saturating_duration_since(at) >= settings.after);
+                self.pending = Some(Pending {
+                    first: now,
+                    last: now,
+                    leading: settings.leading && quiet,
+                });
+            }
+        }
     }
 
     /// When the pending batch is due, if there is one.
     pub(crate) fn deadline(&self, settings: Debounce) -> Option<Instant> {
-        self.pending
-            .map(|(first, last)| (last + settings.after).min(first + settings.max))
+        self.pending.map(|p| {
+            if p.leading {
+                p.first
+            } else {
+                (p.last + settings.after).min(p.first + settings.max)
+            }
+        })
     }
 
     /// If the batch is due at `now`, ends it and returns when it started.
@@ -53,7 +87,8 @@ impl Batch {
         if now < deadline {
             return None;
         }
-        self.pending.take().map(|(first, _)| first)
+        self.published = Some(now);
+        self.pending.take().map(|p| p.first)
     }
 
     /// Ends the batch regardless of time (used when a snapshot is built for another reason).
@@ -69,16 +104,44 @@ mod tests {
     const S: Debounce = Debounce {
         after: Duration::from_millis(100),
         max: Duration::from_secs(1),
+        leading: false,
     };
+    const LEADING: Debounce = Debounce { leading: true, ..S };
+
+    #[test]
+    fn a_change_after_quiet_goes_out_at_once_and_a_burst_is_batched() {
+        let t0 = Instant::now();
+        let mut b = Batch::default();
+        b.record(t0, LEADING);
+        assert_eq!(
+            b.deadline(LEADING),
+            Some(t0),
+            "the first change is due at once"
+        );
+        assert_eq!(b.take_due(LEADING, t0), Some(t0));
+        // The burst that follows is batched behind the quiet period.
+        let t1 = t0 + Duration::from_millis(10);
+        b.record(t1, LEADING);
+        b.record(t1 + Duration::from_millis(20), LEADING);
+        assert_eq!(b.deadline(LEADING), Some(t1 + Duration::from_millis(120)));
+        assert_eq!(
+            b.take_due(LEADING, t1 + Duration::from_millis(120)),
+            Some(t1)
+        );
+        // Quiet again for `after`: the next single change goes out at once.
+        let t2 = t1 + Duration::from_millis(300);
+        b.record(t2, LEADING);
+        assert_eq!(b.deadline(LEADING), Some(t2));
+    }
 
     #[test]
     fn waits_for_quiet_then_publishes() {
         let t0 = Instant::now();
         let mut b = Batch::default();
         assert_eq!(b.deadline(S), None);
-        b.record(t0);
+        b.record(t0, S);
         assert_eq!(b.deadline(S), Some(t0 + Duration::from_millis(100)));
-        b.record(t0 + Duration::from_millis(50));
+        b.record(t0 + Duration::from_millis(50), S);
         assert_eq!(
             b.take_due(S, t0 + Duration::from_millis(100)),
             None,
@@ -94,7 +157,7 @@ mod tests {
         let mut b = Batch::default();
         let mut t = t0;
         while t < t0 + Duration::from_millis(990) {
-            b.record(t);
+            b.record(t, S);
             t += Duration::from_millis(30);
         }
         assert_eq!(b.deadline(S), Some(t0 + Duration::from_secs(1)));

@@ -70,7 +70,7 @@ impl Runner {
                     self.dirty.services.insert(change.key.clone());
                 }
                 if !changes.is_empty() {
-                    self.batch.record(Instant::now());
+                    self.batch.record(Instant::now(), self.settings.debounce);
                 }
             }
             Input::Config(i, Ok(event)) => {
@@ -88,7 +88,7 @@ impl Runner {
                 }
                 if !changed.is_empty() {
                     self.dirty.config = true;
-                    self.batch.record(Instant::now());
+                    self.batch.record(Instant::now(), self.settings.debounce);
                 }
             }
             Input::Registry(i, Err(err)) => self.failed(|m| &mut m.stores[i].state, err),

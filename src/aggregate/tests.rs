@@ -25,11 +25,18 @@ fn key(name: &str) -> ServiceKey {
     ServiceKey::new("default", format!("{name}.default.svc.cluster.local"))
 }
 
+/// Istio's debounce (trailing only), which most tests here pin down; the adaptive default is
+/// tested on its own.
 fn settings() -> Settings {
+    settings_with(false)
+}
+
+fn settings_with(leading: bool) -> Settings {
     Settings {
         debounce: Debounce {
             after: Duration::from_millis(100),
             max: Duration::from_secs(10),
+            leading,
         },
         sync_timeout: Duration::from_secs(30),
     }
@@ -43,8 +50,16 @@ fn start_with(
     registries: Vec<Box<dyn Registry>>,
     configure: impl FnOnce(&mut Aggregate),
 ) -> (AggregateHandle, CancellationToken) {
+    start_with_settings(registries, settings(), configure)
+}
+
+fn start_with_settings(
+    registries: Vec<Box<dyn Registry>>,
+    settings: Settings,
+    configure: impl FnOnce(&mut Aggregate),
+) -> (AggregateHandle, CancellationToken) {
     let shutdown = CancellationToken::new();
-    let mut aggregate = Aggregate::new(registries, settings(), Arc::new(Metrics::new()));
+    let mut aggregate = Aggregate::new(registries, settings, Arc::new(Metrics::new()));
     configure(&mut aggregate);
     (aggregate.start(shutdown.clone()), shutdown)
 }
@@ -152,6 +167,38 @@ async fn changes_are_debounced_into_one_snapshot() {
         "10.0.0.6"
     );
     // The last change came at +200 ms; the quiet period ends 100 ms later.
+    assert_eq!(t0.elapsed(), Duration::from_millis(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn adaptive_debounce_publishes_a_lone_change_at_once_and_batches_the_burst_after_it() {
+    let (a, handle_a) = memory("A", &[reg("a", &["10.0.0.1"])]).await;
+    let (handle, _stop) = start_with_settings(vec![a], settings_with(true), |_| {});
+    handle.ready().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t0 = Instant::now();
+    handle_a.upsert(reg("a", &["10.0.0.2"])).await;
+    let snap = next_version(&handle, 1).await;
+    assert_eq!(
+        t0.elapsed(),
+        Duration::ZERO,
+        "a lone change goes out at once"
+    );
+    assert_eq!(
+        &*snap.services[&key("a")].endpoints[0].endpoint.address,
+        "10.0.0.2"
+    );
+    for i in 3..=6 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        handle_a.upsert(reg("a", &[&format!("10.0.0.{i}")])).await;
+    }
+    let snap = next_version(&handle, 2).await;
+    assert_eq!(snap.version, 3, "the burst that followed is one snapshot");
+    assert_eq!(
+        &*snap.services[&key("a")].endpoints[0].endpoint.address,
+        "10.0.0.6"
+    );
+    // The burst's last change came at +200 ms; its quiet period ended 100 ms later.
     assert_eq!(t0.elapsed(), Duration::from_millis(300));
 }
 

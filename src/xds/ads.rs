@@ -11,12 +11,13 @@ mod delta;
 mod state;
 mod subscription;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use arc_swap::ArcSwap;
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -57,6 +58,35 @@ struct Inner {
     versions: watch::Receiver<u64>,
     connections: Mutex<BTreeMap<u64, Arc<Connection>>>,
     next_id: AtomicU64,
+    /// The latest pushes, newest last, for `/debug/push_status`.
+    pushes: Mutex<VecDeque<Push>>,
+}
+
+/// How many pushes `/debug/push_status` keeps.
+const PUSH_LOG: usize = 256;
+
+/// One response sent to a proxy, as `/debug/push_status` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Push {
+    /// Seconds since the Unix epoch.
+    pub at: f64,
+    /// The proxy's node id.
+    pub proxy: String,
+    /// `sotw` or `delta`.
+    pub variant: &'static str,
+    /// `cds`, `eds`, `lds` or `rds`.
+    pub r#type: &'static str,
+    /// Resources sent.
+    pub resources: usize,
+    /// Names removed (delta).
+    pub removed: usize,
+    /// Bytes of the encoded resources.
+    pub bytes: usize,
+    /// The response's version (state of the world) or system version (delta).
+    pub version: String,
+    /// Seconds from the snapshot's publication to this push, for pushes a new snapshot caused
+    /// (`null` for answers to requests).
+    pub after_publication: Option<f64>,
 }
 
 /// One connected stream, as `/debug/syncz` shows it.
@@ -112,6 +142,7 @@ impl AdsServer {
             versions,
             connections: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
+            pushes: Mutex::new(VecDeque::with_capacity(PUSH_LOG)),
         });
         tokio::spawn(follow(
             aggregate,
@@ -136,6 +167,11 @@ impl AdsServer {
     /// Every connected stream, in connection order.
     pub fn connections(&self) -> Vec<Arc<Connection>> {
         lock(&self.inner.connections).values().cloned().collect()
+    }
+
+    /// The latest pushes, oldest first (at most 256).
+    pub fn pushes(&self) -> Vec<Push> {
+        lock(&self.inner.pushes).iter().cloned().collect()
     }
 
     /// What the most recently connected proxy with this id is served now, as JSON: each type's
@@ -290,6 +326,18 @@ impl AdsServer {
                     .get_or_create(&label)
                     .observe(summary.bytes as f64);
                 tracing::debug!(proxy = %state.proxy(), %t, version = %summary.version, nonce = %summary.nonce, resources = summary.resources, removed = summary.removed, "push");
+                let push = Push {
+                    at: unix_now(),
+                    proxy: state.proxy().id.to_string(),
+                    variant: P::VARIANT,
+                    r#type: t.short(),
+                    resources: summary.resources,
+                    removed: summary.removed,
+                    bytes: summary.bytes,
+                    version: summary.version.to_string(),
+                    after_publication: published.map(|p| p.elapsed().as_secs_f64()),
+                };
+                self.record(push);
                 if tx.send(Ok(response)).await.is_err() {
                     return false;
                 }
@@ -305,12 +353,18 @@ impl AdsServer {
         true
     }
 
+    /// Adds a push to the log `/debug/push_status` shows.
+    fn record(&self, push: Push) {
+        let mut pushes = lock(&self.inner.pushes);
+        if pushes.len() == PUSH_LOG {
+            pushes.pop_front();
+        }
+        pushes.push_back(push);
+    }
+
     fn register(&self, proxy: Arc<Proxy>) -> Arc<Connection> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let connected_since = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or_default();
+        let connected_since = unix_now();
         let conn = Arc::new(Connection {
             id,
             proxy,
@@ -505,6 +559,14 @@ fn type_name(t: TypeUrl) -> &'static str {
         TypeUrl::Listener => "listeners",
         TypeUrl::Route => "routes",
     }
+}
+
+/// Seconds since the Unix epoch.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
 }
 
 /// Locks a debug-state mutex. The data behind these locks is replaced whole, never left half

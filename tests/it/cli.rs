@@ -113,6 +113,24 @@ async fn the_demo_registry_serves_bookinfo_with_debug_pages_and_metrics() {
 
     let syncz = w.json("/debug/syncz").await;
     assert_eq!(syncz[0]["proxy"], id);
+    let status = w.json("/debug/push_status").await;
+    let cds = status["pushes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "cds")
+        .cloned()
+        .unwrap_or_else(|| panic!("no clusters push in {status}"));
+    assert_eq!(
+        (&cds["proxy"], &cds["variant"]),
+        (&id.clone().into(), &"sotw".into()),
+        "{status}"
+    );
+    assert_eq!(cds["resources"], clusters.len(), "{status}");
+    assert!(
+        status["totals"]["cds"]["bytes"].as_u64().unwrap() > 0,
+        "{status}"
+    );
     assert!(syncz[0]["types"]["cds"]["nonce"].is_string(), "{syncz}");
     let dump = w.json(&format!("/debug/config_dump?proxyID={id}")).await;
     assert_eq!(dump["clusters"].as_array().unwrap().len(), clusters.len());
