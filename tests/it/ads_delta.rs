@@ -224,3 +224,55 @@ async fn an_endpoint_change_is_an_eds_push_of_that_assignment_only() {
     let r = d.recv_type(EDS).await;
     assert_eq!(sent(&r), [a]);
 }
+
+#[tokio::test]
+async fn a_delta_client_that_does_not_read_does_not_delay_the_others() {
+    // Every round changes all 2,000 clusters (their protocol flips), so each delta response is
+    // large: the stalled stream's flow-control window and small queue fill within a few
+    // rounds and its task waits, while the live one gets every round.
+    let services = |round: usize| -> Vec<_> {
+        let protocol = if round.is_multiple_of(2) {
+            Protocol::Http
+        } else {
+            Protocol::Http2
+        };
+        (0..2000)
+            .map(|i| {
+                with_protocol(
+                    &http(&format!("service-with-a-long-name-{i:04}"), &["10.0.0.1"]),
+                    protocol,
+                )
+            })
+            .collect()
+    };
+    let srv = inproc::start(services(0)).await;
+    let mut stalled = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    stalled.change(CDS, &[], &[], "").await;
+    let mut live = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    live.change(CDS, &[], &[], "").await;
+    live.recv_type(CDS).await;
+    for round in 1..=30 {
+        srv.registry.replace_all(services(round)).await;
+        let r = live.recv_type(CDS).await;
+        assert_eq!(r.resources.len(), 2000, "round {round}");
+    }
+    let syncz: serde_json::Value = serde_json::from_str(
+        &crate::support::binary::get(srv.server.http_addr, "/debug/syncz")
+            .await
+            .1,
+    )
+    .unwrap();
+    let mut responses: Vec<u64> = syncz
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["types"]["cds"]["responses"].as_u64().unwrap())
+        .collect();
+    responses.sort();
+    assert_eq!(responses[1], 31, "{responses:?}");
+    assert!(
+        responses[0] < 25,
+        "the stalled stream should have fallen behind: {responses:?}"
+    );
+    drop(stalled);
+}
