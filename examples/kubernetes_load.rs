@@ -14,8 +14,9 @@
 //!
 //! Flags: `--services N` (5000), `--slices S` (4 per Service), `--endpoints E` (5 per slice),
 //! `--pods` (also one Pod per endpoint, labelled, as a real cluster has), `--changes K` (5),
-//! `--binary PATH` (`target/release/wayfinder`); anything after `--` goes to
-//! `wayfinder discovery`.
+//! `--gap-ms G` (250: the pause before each change, longer than the default 100 ms quiet
+//! period, so that each change is a lone one; 0 makes them a burst), `--binary PATH`
+//! (`target/release/wayfinder`); anything after `--` goes to `wayfinder discovery`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -35,6 +36,7 @@ struct Args {
     endpoints: usize,
     pods: bool,
     changes: usize,
+    gap_ms: usize,
     binary: String,
     extra: Vec<String>,
 }
@@ -46,6 +48,7 @@ fn args() -> Args {
         endpoints: 5,
         pods: false,
         changes: 5,
+        gap_ms: 250,
         binary: "target/release/wayfinder".into(),
         extra: Vec::new(),
     };
@@ -57,6 +60,7 @@ fn args() -> Args {
             "--slices" => a.slices = value(),
             "--endpoints" => a.endpoints = value(),
             "--changes" => a.changes = value(),
+            "--gap-ms" => a.gap_ms = value(),
             "--pods" => a.pods = true,
             "--binary" => a.binary = it.next().unwrap(),
             "--" => a.extra = it.by_ref().collect(),
@@ -166,6 +170,7 @@ async fn main() {
 
     for n in 0..args.changes {
         let s = (n * 397 + 17) % args.services;
+        tokio::time::sleep(std::time::Duration::from_millis(args.gap_ms as u64)).await;
         let changed_at = now_secs();
         // The slice's endpoints move: a rolling update's step.
         fake.apply(slice(s, 0, args.endpoints, 1 + n));
