@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
 use wayfinder_registry::Registry;
 use wayfinder_registry::config::ConfigSource;
 
@@ -122,7 +122,13 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     tasks.spawn(async move {
         tonic::transport::Server::builder()
             .add_service(grpc_service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), token.cancelled_owned())
+            // Without TCP_NODELAY a small response waits for the ACK of the one before it
+            // (Nagle): ~40 ms per round trip of the protocol, measured with examples/xds_load.
+            // tonic ignores `tcp_nodelay` for an incoming stream; TcpIncoming applies it.
+            .serve_with_incoming_shutdown(
+                TcpIncoming::from(grpc).with_nodelay(Some(true)),
+                token.cancelled_owned(),
+            )
             .await
             .map_err(ServeError::from)
     });

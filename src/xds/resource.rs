@@ -35,6 +35,17 @@ impl Version {
     }
 }
 
+impl Version {
+    /// Reads a version as [`fmt::Display`] writes it (16 hex digits); anything else is `None`,
+    /// a version that is not one of ours.
+    pub fn parse(text: &str) -> Option<Self> {
+        if text.len() != 16 {
+            return None;
+        }
+        u64::from_str_radix(text, 16).ok().map(Self)
+    }
+}
+
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:016x}", self.0)
@@ -93,6 +104,14 @@ pub(crate) fn insert(set: &mut ResourceSet, resource: Resource) {
 mod tests {
     use super::*;
     use crate::xds::pb::cluster::Cluster;
+
+    #[test]
+    fn versions_read_back_what_they_write_and_nothing_else() {
+        let v = Version(0x0123_4567_89ab_cdef);
+        assert_eq!(Version::parse(&v.to_string()), Some(v));
+        assert_eq!(Version::parse("1"), None);
+        assert_eq!(Version::parse("not-a-version-xx"), None);
+    }
 
     #[test]
     fn equal_content_gets_equal_versions() {

@@ -44,8 +44,9 @@ struct TypeState {
     acked_version: Option<String>,
     last_nack: Option<Nack>,
     responses: u64,
-    /// What the client holds as far as the server knows: name → version.
-    held: HashMap<Arc<str>, String>,
+    /// What the client holds as far as the server knows: name → version (`None`: a version
+    /// that is not one of ours, from `initial_resource_versions`; never equal to a current one).
+    held: HashMap<Arc<str>, Option<Version>>,
 }
 
 /// One delta stream's protocol state.
@@ -131,7 +132,7 @@ impl DeltaState {
             state.held = req
                 .initial_resource_versions
                 .iter()
-                .map(|(name, version)| (Arc::from(name.as_str()), version.clone()))
+                .map(|(name, version)| (Arc::from(name.as_str()), Version::parse(version)))
                 .collect();
         }
         let subscribe = &req.resource_names_subscribe;
@@ -207,19 +208,18 @@ impl DeltaState {
             sub.names.iter().filter_map(|n| all.get(n)).collect()
         };
         for r in &wanted {
-            let version = r.version.to_string();
-            let is_new = state.held.get(&r.name) != Some(&version);
+            let is_new = state.held.get(&r.name) != Some(&Some(r.version));
             if is_new || forced.contains(&r.name) {
                 if is_new {
                     changed.insert(r.name.clone());
                 }
                 resources.push(DeltaResource {
                     name: r.name.to_string(),
-                    version: version.clone(),
+                    version: r.version.to_string(),
                     resource: Some(r.any.clone()),
                     ..Default::default()
                 });
-                state.held.insert(r.name.clone(), version);
+                state.held.insert(r.name.clone(), Some(r.version));
             }
         }
         // Held but gone (or never there, for a name just asked for); held but no longer wanted
@@ -244,7 +244,7 @@ impl DeltaState {
         }
         self.nonces += 1;
         let nonce = self.nonces.to_string();
-        let mut held: Vec<(&Arc<str>, &String)> = state.held.iter().collect();
+        let mut held: Vec<(&Arc<str>, &Option<Version>)> = state.held.iter().collect();
         held.sort();
         let version = held_version(&held);
         state.nonce = Some(nonce.clone());
@@ -266,13 +266,12 @@ impl DeltaState {
 }
 
 /// A version for what the client holds (names and versions, sorted).
-fn held_version(held: &[(&Arc<str>, &String)]) -> String {
+fn held_version(held: &[(&Arc<str>, &Option<Version>)]) -> String {
     let mut bytes = Vec::new();
     for (name, version) in held {
         bytes.extend_from_slice(name.as_bytes());
         bytes.push(0);
-        bytes.extend_from_slice(version.as_bytes());
-        bytes.push(0);
+        bytes.extend_from_slice(&version.map_or(0, |v| v.0).to_le_bytes());
     }
     Version::of_bytes(&bytes).to_string()
 }
