@@ -99,3 +99,19 @@ pub(crate) fn memory(pid: u32) -> (f64, f64) {
     };
     (field("VmRSS:"), field("VmHWM:"))
 }
+
+/// CPU seconds a process has used (user + system), from fields 14 and 15 of `/proc/PID/stat`,
+/// assuming the usual 100 clock ticks per second (`getconf CLK_TCK`; reading it needs libc).
+#[allow(dead_code)] // not every load example reports CPU
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may hold spaces and parentheses: count from its last `)`.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| {
+        rest.split_whitespace()
+            .nth(n - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (field(14) + field(15)) / 100.0
+}

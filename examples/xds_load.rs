@@ -1,0 +1,170 @@
+//! Load figures for the ADS server: N simulated xDS clients against the release binary, in
+//! three phases: initial configuration, endpoint churn, idle memory.
+//!
+//! ```sh
+//! cargo build --release --bin wayfinder --example xds_load
+//! ./target/release/examples/xds_load --services 1000 --endpoints 10 --clients 500 \
+//!     --changes 20 --protocol delta -- --debounce-after 10ms
+//! ```
+//!
+//! The server runs in its own process (`discovery --registries File --file-registry DIR` on
+//! loopback ports the OS picks, JSON logs), so its memory and CPU are its own; it is killed at
+//! the end, and the temporary directory removed. DIR holds `--services` ServiceEntries
+//! `svc-NNNNN.load.svc.cluster.local` (namespace `load`, port `http` 8080, STATIC, `--endpoints`
+//! addresses each), `--per-file` to a file, each file written to a temporary name and renamed.
+//!
+//! The clients share one tokio runtime (no thread per client) and each has its own HTTP/2
+//! connection, as real proxies do. They connect at `--connect-rate` and ACK every response:
+//! - `--kind sidecar`: node `sidecar~10.9.X.Y~load-N.load~load.svc.cluster.local`; wildcard CDS,
+//!   then LDS, EDS for every EDS cluster received, RDS for every `rds.route_config_name` of the
+//!   listeners' connection managers.
+//! - `--kind grpc`: node `grpc-load-N` with a `gRPC` user agent and metadata `NAMESPACE=load`;
+//!   LDS for `--grpc-targets` listeners `svc-…:8080` (client N dials services N×K to
+//!   N×K+K−1, wrapping), then the route configurations, clusters and load assignments they name.
+//!
+//! Clients decode only what they must: resource names, the EDS names of clusters, the route
+//! names of listeners, and a load assignment's endpoints only while a change is watched for.
+//!
+//! Phases and figures:
+//! 1. **initial**: per client, from its connect to the moment it has ACKed a complete
+//!    configuration (CDS, LDS, EDS for every cluster, RDS for every route name it wants):
+//!    p50/p90/p99/max; and from the first connect until every client is complete.
+//! 2. **churn**: `--changes` times, one service's endpoints all move to new addresses (its file
+//!    rewritten). Latency = when a client received a load assignment of that service holding a
+//!    new address − when the rename returned, over every (change, subscribed client) pair;
+//!    clients that do not subscribe to the service (gRPC windows) are not counted. Also: rename
+//!    → the server's `snapshot published` log line. Receipt is when the client task reads the
+//!    response, so a tool short of CPU inflates latencies: its own CPU is reported.
+//! 3. **idle**: server RSS with `--clients` connected (after `--settle`) against before any
+//!    client, per connection (includes the snapshot's encoded resources, shared by all); then
+//!    `--extra-clients` more connect to the warm server, and the RSS they add per connection.
+//!
+//! For each phase: responses, resources, bytes (sum of `Any.value` lengths) and removed names
+//! per type received by all clients, total pushes (responses), server RSS and peak (VmHWM) at
+//! its end, server CPU seconds (utime + stime from `/proc/PID/stat`, 100 ticks a second
+//! assumed) in it and in total, and the tool's own CPU seconds.
+//!
+//! Flags: `--services N` (1000), `--endpoints M` (10), `--per-file F` (100), `--clients C`
+//! (100), `--protocol sotw|delta` (sotw), `--kind sidecar|grpc` (sidecar), `--grpc-targets K`
+//! (5), `--changes K` (20), `--rate R` (changes per second; default one at a time, each after
+//! the previous reached every subscriber or timed out), `--connect-rate R` (1000 connections
+//! per second; 0: no limit), `--extra-clients B` (C/4; 0: skip), `--timeout S` (60 s for the
+//! initial phase after connecting, and per change), `--settle S` (2 s before memory readings),
+//! `--binary PATH` (`target/release/wayfinder`), `--json PATH` (also write the figures as one
+//! JSON object); anything after `--` goes to `wayfinder discovery` (e.g. `--debounce-after 10ms`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+#[path = "xds_load/args.rs"]
+mod args;
+#[path = "xds_load/client.rs"]
+mod client;
+#[path = "xds_load/decode.rs"]
+mod decode;
+#[path = "xds_load/delta.rs"]
+mod delta;
+#[path = "xds_load/fleet.rs"]
+mod fleet;
+#[path = "support/load.rs"]
+mod load;
+#[path = "xds_load/mesh.rs"]
+mod mesh;
+#[path = "xds_load/phases.rs"]
+mod phases;
+#[path = "xds_load/report.rs"]
+mod report;
+#[path = "xds_load/sotw.rs"]
+mod sotw;
+
+use fleet::Fleet;
+use mesh::Mesh;
+use phases::Collector;
+use report::{Idle, Report, Sample};
+
+#[tokio::main]
+async fn main() {
+    let args = args::parse();
+    let mesh = Mesh::write(args.services, args.endpoints, args.per_file);
+    let mut flags: Vec<String> = vec![
+        "--registries".into(),
+        "File".into(),
+        "--file-registry".into(),
+    ];
+    flags.push(mesh.path().display().to_string());
+    flags.extend(args.extra.iter().cloned());
+    let (mut child, pid, logs) = load::spawn(&args.binary, &flags);
+    let (_, line) = logs
+        .wait(0, |l| {
+            l["message"] == "listening" && l["listener"] == "grpc"
+        })
+        .await;
+    let addr: SocketAddr = line["address"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("the gRPC address");
+    let (synced, _) = logs
+        .wait(0, |l| l["message"] == "sources synced; serving")
+        .await;
+    tokio::time::sleep(args.settle).await;
+
+    let (fleet, events) = Fleet::new(args.clone(), addr);
+    let mut collector = Collector::new(events);
+    let mut phases = Vec::new();
+    let before = Sample::take(&fleet, pid);
+    let rss_before = before.rss;
+
+    let initial = phases::initial(&fleet, &mut collector, 0..args.clients).await;
+    let after_initial = Sample::take(&fleet, pid);
+    tokio::time::sleep(args.settle).await;
+    let rss_connected = load::memory(pid).0;
+
+    let mesh = Arc::new(Mutex::new(mesh));
+    let churn_start = Sample::take(&fleet, pid);
+    let churn = phases::churn(&fleet, &mut collector, &mesh, &logs, synced + 1).await;
+    let after_churn = Sample::take(&fleet, pid);
+
+    tokio::time::sleep(args.settle).await;
+    let idle_start = Sample::take(&fleet, pid);
+    let extra = args.extra_clients;
+    let extra_initial = if extra > 0 {
+        let ids = args.clients..args.clients + extra;
+        let i = phases::initial(&fleet, &mut collector, ids).await;
+        tokio::time::sleep(args.settle).await;
+        Some(i)
+    } else {
+        None
+    };
+    let after_idle = Sample::take(&fleet, pid);
+    fleet.cancel.cancel();
+    let server_exit = child.try_wait().unwrap().map(|status| status.to_string());
+    child.kill().await.unwrap();
+    drop(mesh); // removes the temporary directory
+
+    let idle = Idle {
+        rss_before,
+        rss_connected,
+        extra,
+        rss_before_extra: idle_start.rss,
+        rss_with_extra: after_idle.rss,
+        extra_initial,
+    };
+    phases.push(("initial", before, after_initial));
+    phases.push(("churn", churn_start, after_churn));
+    phases.push(("idle", idle_start, after_idle));
+    let report = Report {
+        args: &args,
+        initial,
+        churn,
+        idle,
+        phases,
+        server_exit,
+    };
+    report.print();
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report.json()).unwrap();
+        std::fs::write(path, text + "\n").unwrap_or_else(|e| panic!("write {path}: {e}"));
+    }
+}
