@@ -8,6 +8,7 @@
 //! newest), so a slow or stuck client never delays the others or the aggregate.
 
 mod delta;
+mod protocol;
 mod state;
 mod subscription;
 
@@ -28,9 +29,10 @@ pub use delta::DeltaState;
 pub use state::{Nack, Outcome, RequestError, StreamState, TypeStatus};
 pub use subscription::Subscription;
 
+use self::protocol::Protocol;
+
 use crate::aggregate::AggregateHandle;
 use crate::metrics::Metrics;
-use crate::xds::pb::core::Node;
 use crate::xds::pb::discovery::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
 };
@@ -436,119 +438,6 @@ impl AggregatedDiscoveryService for AdsServer {
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(self.clone().serve::<DeltaState>(request.into_inner(), tx));
         Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-/// A response in the few words logs and metrics need.
-struct Summary<'a> {
-    type_url: &'a str,
-    version: &'a str,
-    nonce: &'a str,
-    resources: usize,
-    removed: usize,
-    bytes: usize,
-}
-
-/// What a stream needs from a protocol variant's state machine (state of the world or delta).
-trait Protocol: Send + Sized + 'static {
-    type Request: prost::Message + Default + Send + 'static;
-    type Response: Send + 'static;
-    /// For logs: `sotw` or `delta`.
-    const VARIANT: &'static str;
-    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self;
-    fn node(req: &Self::Request) -> Option<&Node>;
-    fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
-    fn summary(response: &Self::Response) -> Summary<'_>;
-    fn proxy(&self) -> &Arc<Proxy>;
-    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus>;
-    fn on_request(
-        &mut self,
-        req: &Self::Request,
-        snap: &XdsSnapshot,
-    ) -> Result<Outcome<Self::Response>, RequestError>;
-    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<Self::Response>;
-}
-
-impl Protocol for StreamState {
-    type Request = DiscoveryRequest;
-    type Response = DiscoveryResponse;
-    const VARIANT: &'static str = "sotw";
-    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
-        StreamState::new(proxy, identifier)
-    }
-    fn node(req: &DiscoveryRequest) -> Option<&Node> {
-        req.node.as_ref()
-    }
-    fn request_type_and_nonce(req: &DiscoveryRequest) -> (&str, &str) {
-        (&req.type_url, &req.response_nonce)
-    }
-    fn summary(r: &DiscoveryResponse) -> Summary<'_> {
-        Summary {
-            type_url: &r.type_url,
-            version: &r.version_info,
-            nonce: &r.nonce,
-            resources: r.resources.len(),
-            removed: 0,
-            bytes: r.resources.iter().map(|a| a.value.len()).sum(),
-        }
-    }
-    fn proxy(&self) -> &Arc<Proxy> {
-        StreamState::proxy(self)
-    }
-    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
-        StreamState::status(self)
-    }
-    fn on_request(
-        &mut self,
-        req: &DiscoveryRequest,
-        snap: &XdsSnapshot,
-    ) -> Result<Outcome, RequestError> {
-        StreamState::on_request(self, req, snap)
-    }
-    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DiscoveryResponse> {
-        StreamState::on_snapshot(self, snap)
-    }
-}
-
-impl Protocol for DeltaState {
-    type Request = DeltaDiscoveryRequest;
-    type Response = DeltaDiscoveryResponse;
-    const VARIANT: &'static str = "delta";
-    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
-        DeltaState::new(proxy, identifier)
-    }
-    fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
-        req.node.as_ref()
-    }
-    fn request_type_and_nonce(req: &DeltaDiscoveryRequest) -> (&str, &str) {
-        (&req.type_url, &req.response_nonce)
-    }
-    fn summary(r: &DeltaDiscoveryResponse) -> Summary<'_> {
-        let bytes = r.resources.iter().filter_map(|x| x.resource.as_ref());
-        Summary {
-            type_url: &r.type_url,
-            version: &r.system_version_info,
-            nonce: &r.nonce,
-            resources: r.resources.len(),
-            removed: r.removed_resources.len(),
-            bytes: bytes.map(|a| a.value.len()).sum(),
-        }
-    }
-    fn proxy(&self) -> &Arc<Proxy> {
-        DeltaState::proxy(self)
-    }
-    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
-        DeltaState::status(self)
-    }
-    fn on_request(
-        &mut self,
-        req: &DeltaDiscoveryRequest,
-        snap: &XdsSnapshot,
-    ) -> Result<Outcome<DeltaDiscoveryResponse>, RequestError> {
-        DeltaState::on_request(self, req, snap)
-    }
-    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaDiscoveryResponse> {
-        DeltaState::on_snapshot(self, snap)
     }
 }
 

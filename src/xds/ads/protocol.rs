@@ -1,0 +1,126 @@
+//! What the stream loop needs from a protocol variant's state machine, implemented for state
+//! of the world ([`StreamState`]) and delta ([`DeltaState`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{DeltaState, Outcome, RequestError, StreamState, TypeStatus};
+use crate::xds::pb::core::Node;
+use crate::xds::pb::discovery::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use crate::xds::proxy::Proxy;
+use crate::xds::{TypeUrl, XdsSnapshot};
+
+/// A response in the few words logs and metrics need.
+pub(super) struct Summary<'a> {
+    pub(super) type_url: &'a str,
+    pub(super) version: &'a str,
+    pub(super) nonce: &'a str,
+    pub(super) resources: usize,
+    pub(super) removed: usize,
+    pub(super) bytes: usize,
+}
+
+/// What a stream needs from a protocol variant's state machine (state of the world or delta).
+pub(super) trait Protocol: Send + Sized + 'static {
+    type Request: prost::Message + Default + Send + 'static;
+    type Response: Send + 'static;
+    /// For logs: `sotw` or `delta`.
+    const VARIANT: &'static str;
+    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self;
+    fn node(req: &Self::Request) -> Option<&Node>;
+    fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
+    fn summary(response: &Self::Response) -> Summary<'_>;
+    fn proxy(&self) -> &Arc<Proxy>;
+    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus>;
+    fn on_request(
+        &mut self,
+        req: &Self::Request,
+        snap: &XdsSnapshot,
+    ) -> Result<Outcome<Self::Response>, RequestError>;
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<Self::Response>;
+}
+
+impl Protocol for StreamState {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+    const VARIANT: &'static str = "sotw";
+    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
+        StreamState::new(proxy, identifier)
+    }
+    fn node(req: &DiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn request_type_and_nonce(req: &DiscoveryRequest) -> (&str, &str) {
+        (&req.type_url, &req.response_nonce)
+    }
+    fn summary(r: &DiscoveryResponse) -> Summary<'_> {
+        Summary {
+            type_url: &r.type_url,
+            version: &r.version_info,
+            nonce: &r.nonce,
+            resources: r.resources.len(),
+            removed: 0,
+            bytes: r.resources.iter().map(|a| a.value.len()).sum(),
+        }
+    }
+    fn proxy(&self) -> &Arc<Proxy> {
+        StreamState::proxy(self)
+    }
+    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
+        StreamState::status(self)
+    }
+    fn on_request(
+        &mut self,
+        req: &DiscoveryRequest,
+        snap: &XdsSnapshot,
+    ) -> Result<Outcome, RequestError> {
+        StreamState::on_request(self, req, snap)
+    }
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DiscoveryResponse> {
+        StreamState::on_snapshot(self, snap)
+    }
+}
+
+impl Protocol for DeltaState {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+    const VARIANT: &'static str = "delta";
+    fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
+        DeltaState::new(proxy, identifier)
+    }
+    fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn request_type_and_nonce(req: &DeltaDiscoveryRequest) -> (&str, &str) {
+        (&req.type_url, &req.response_nonce)
+    }
+    fn summary(r: &DeltaDiscoveryResponse) -> Summary<'_> {
+        let bytes = r.resources.iter().filter_map(|x| x.resource.as_ref());
+        Summary {
+            type_url: &r.type_url,
+            version: &r.system_version_info,
+            nonce: &r.nonce,
+            resources: r.resources.len(),
+            removed: r.removed_resources.len(),
+            bytes: bytes.map(|a| a.value.len()).sum(),
+        }
+    }
+    fn proxy(&self) -> &Arc<Proxy> {
+        DeltaState::proxy(self)
+    }
+    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
+        DeltaState::status(self)
+    }
+    fn on_request(
+        &mut self,
+        req: &DeltaDiscoveryRequest,
+        snap: &XdsSnapshot,
+    ) -> Result<Outcome<DeltaDiscoveryResponse>, RequestError> {
+        DeltaState::on_request(self, req, snap)
+    }
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaDiscoveryResponse> {
+        DeltaState::on_snapshot(self, snap)
+    }
+}
