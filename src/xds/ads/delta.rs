@@ -47,6 +47,8 @@ struct TypeState {
     /// What the client holds as far as the server knows: name → version (`None`: a version
     /// that is not one of ours, from `initial_resource_versions`; never equal to a current one).
     held: HashMap<Arc<str>, Option<Version>>,
+    /// The version of everything offered at the last build (see the state-of-the-world twin).
+    offered: Option<Version>,
 }
 
 /// One delta stream's protocol state.
@@ -200,6 +202,11 @@ impl DeltaState {
         let state = self.types.get_mut(&type_url)?;
         let sub = &state.subscription;
         let all = snap.resources(&self.proxy, type_url, &sub.names);
+        let offered = Version::of_set(all.iter().map(|r| &**r));
+        if !respond && forced.is_empty() && state.offered == Some(offered) {
+            return None;
+        }
+        state.offered = Some(offered);
         let mut resources = Vec::new();
         let mut changed = BTreeSet::new();
         let wanted: Vec<_> = if sub.wildcard {

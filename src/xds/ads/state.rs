@@ -96,6 +96,9 @@ struct TypeState {
     pub responses: u64,
     /// Resources the client holds as far as the server knows, with their versions.
     sent: HashMap<Arc<str>, Version>,
+    /// The version of everything this type offered the proxy at the last build: a snapshot
+    /// that offers the same needs no look at each resource.
+    offered: Option<Version>,
 }
 
 /// A copy of a type's protocol state for debug pages, without the per-resource bookkeeping.
@@ -268,6 +271,16 @@ impl StreamState {
     ) -> Option<(DiscoveryResponse, BTreeSet<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
+        // Hashing what is offered is far cheaper than comparing it name by name with what the
+        // client holds; an endpoint-only change leaves clusters, listeners and routes alone.
+        let offered = Version::of_set(all.iter().map(|r| &**r));
+        if let Mode::Snapshot(forced) = &mode
+            && forced.is_empty()
+            && state.offered == Some(offered)
+        {
+            return None;
+        }
+        state.offered = Some(offered);
         let desired = desired(&state.subscription, &all);
         let is_new = |r: &Arc<Resource>| state.sent.get(&r.name) != Some(&r.version);
         let send: Vec<&Arc<Resource>> = if type_url.is_full_state() {
