@@ -85,9 +85,9 @@ pub struct Discovery {
     #[arg(long = "debounce-max", visible_alias = "debounceMax", env = "PILOT_DEBOUNCE_MAX", default_value = "10s", value_parser = parse_duration)]
     pub debounce_max: Duration,
     /// Publish a change that arrives after a quiet period (`--debounce-after` without changes)
-    /// at once, and batch only the bursts that follow; `false` makes every change wait for
-    /// the quiet period, as Istio's debounce does.
-    #[arg(long = "debounce-leading", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    /// at once, and batch only the bursts that follow. Off by default: a change that reaches a
+    /// source as several items could be published half-applied first.
+    #[arg(long = "debounce-leading", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub debounce_leading: bool,
     /// How long to wait for every registry's first state before serving anyway.
     #[arg(long = "sync-timeout", visible_alias = "syncTimeout", default_value = "30s", value_parser = parse_duration)]

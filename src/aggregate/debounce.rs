@@ -1,14 +1,20 @@
 //! Batching registry changes before a snapshot is built (Istio's `PILOT_DEBOUNCE_AFTER` and
 //! `PILOT_DEBOUNCE_MAX`), adaptively.
 //!
-//! **A single change goes out at once; a burst is batched.** With `leading` on (the default),
-//! a change that arrives while the server is quiet (nothing pending, and the last snapshot
+//! **A single change goes out at once; a burst is batched.** With `leading` on, a change that
+//! arrives while the server is quiet (nothing pending, and the last snapshot
 //! published at least `after` ago) is published immediately, with whatever arrived in the
 //! same instant. Changes that follow within `after` of a publication form a batch: it is
 //! published once no change has arrived for `after` (the quiet period), or once `max` has
 //! passed since its first change, whichever comes first, so a steady stream still publishes
-//! every `max`. With `leading` off, every change waits for the quiet period, as Istio's
-//! debounce does.
+//! every `max`. With `leading` off (the default), every change waits for the quiet period, as
+//! Istio's debounce does.
+//!
+//! Why `leading` is not the default yet: one change of a source can arrive as several items a
+//! few milliseconds apart (a configuration file whose edit replaces one VirtualService and
+//! removes three), and publishing on the first item pushes an intermediate state that the
+//! next snapshot corrects. A source-side "end of change" marker would make the leading edge
+//! safe; until then it is opt-in.
 
 use std::time::Duration;
 
@@ -21,7 +27,8 @@ pub struct Debounce {
     pub after: Duration,
     /// Longest a batch may wait (default 10 s).
     pub max: Duration,
-    /// Publish a change that arrives after a quiet period at once (default on).
+    /// Publish a change that arrives after a quiet period at once (default off; see the
+    /// module docs).
     pub leading: bool,
 }
 
@@ -30,7 +37,7 @@ impl Default for Debounce {
         Self {
             after: Duration::from_millis(100),
             max: Duration::from_secs(10),
-            leading: true,
+            leading: false,
         }
     }
 }

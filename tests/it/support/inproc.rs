@@ -39,7 +39,7 @@ pub(crate) async fn start_with(registries: Vec<Box<dyn Registry>>) -> Running {
         debounce: Debounce {
             after: Duration::from_millis(5),
             max: Duration::from_secs(1),
-            leading: true,
+            leading: false,
         },
         sync_timeout: Duration::from_secs(10),
     };
