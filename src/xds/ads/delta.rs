@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::state::{Nack, Outcome, RequestError, TypeStatus, now};
+use super::state::{Nack, Outcome, RequestError, TypeStatus, now, push_in_order};
 use super::subscription::Subscription;
 use crate::xds::TypeUrl;
 use crate::xds::generate::XdsSnapshot;
@@ -167,26 +167,10 @@ impl DeltaState {
 
     /// Pushes what a new snapshot changed, in make-before-break order.
     pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaDiscoveryResponse> {
-        let mut responses = Vec::new();
-        let mut changed_clusters = BTreeSet::new();
-        let none = BTreeSet::new();
-        for type_url in TypeUrl::PUSH_ORDER {
-            if !self.types.contains_key(&type_url) {
-                continue;
-            }
-            let forced = if type_url == TypeUrl::Endpoint {
-                &changed_clusters
-            } else {
-                &none
-            };
-            if let Some((response, changed)) = self.build(type_url, snap, forced, false) {
-                responses.push(response);
-                if type_url == TypeUrl::Cluster {
-                    changed_clusters = changed;
-                }
-            }
-        }
-        responses
+        let served: BTreeSet<TypeUrl> = self.types.keys().copied().collect();
+        push_in_order(&served, |type_url, forced| {
+            self.build(type_url, snap, forced, false)
+        })
     }
 
     /// What changed for the client in one type; `forced` names are sent (or reported

@@ -239,26 +239,10 @@ impl StreamState {
 
     /// Pushes what a new snapshot changed, in make-before-break order.
     pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DiscoveryResponse> {
-        let mut responses = Vec::new();
-        let mut changed_clusters = BTreeSet::new();
-        let none = BTreeSet::new();
-        for type_url in TypeUrl::PUSH_ORDER {
-            if !self.types.contains_key(&type_url) {
-                continue;
-            }
-            let forced = if type_url == TypeUrl::Endpoint {
-                &changed_clusters
-            } else {
-                &none
-            };
-            if let Some((response, changed)) = self.build(type_url, snap, Mode::Snapshot(forced)) {
-                responses.push(response);
-                if type_url == TypeUrl::Cluster {
-                    changed_clusters = changed;
-                }
-            }
-        }
-        responses
+        let served: BTreeSet<TypeUrl> = self.types.keys().copied().collect();
+        push_in_order(&served, |type_url, forced| {
+            self.build(type_url, snap, Mode::Snapshot(forced))
+        })
     }
 
     /// Decides what to send for one type; returns the response and the names whose content the
@@ -347,6 +331,36 @@ impl StreamState {
         };
         Some((response, changed))
     }
+}
+
+/// Builds each of the `served` types in make-before-break order (clusters, endpoints,
+/// listeners, routes), forcing the endpoints of every cluster the clusters' build changed:
+/// Envoy keeps a changed cluster warming until its endpoints come again. `build` returns a
+/// response and the names whose content the client did not have. Shared by both protocols.
+pub(super) fn push_in_order<R>(
+    served: &BTreeSet<TypeUrl>,
+    mut build: impl FnMut(TypeUrl, &BTreeSet<Arc<str>>) -> Option<(R, BTreeSet<Arc<str>>)>,
+) -> Vec<R> {
+    let mut responses = Vec::new();
+    let mut changed_clusters = BTreeSet::new();
+    let none = BTreeSet::new();
+    for type_url in TypeUrl::PUSH_ORDER {
+        if !served.contains(&type_url) {
+            continue;
+        }
+        let forced = if type_url == TypeUrl::Endpoint {
+            &changed_clusters
+        } else {
+            &none
+        };
+        if let Some((response, changed)) = build(type_url, forced) {
+            responses.push(response);
+            if type_url == TypeUrl::Cluster {
+                changed_clusters = changed;
+            }
+        }
+    }
+    responses
 }
 
 /// The resources a subscription covers, in a stable order.
