@@ -1,11 +1,13 @@
 //! xDS: generating Envoy and gRPC configuration from the model and serving it over ADS.
 //!
 //! [`generate`] turns a model snapshot into encoded resources per proxy; [`ads`] is the
-//! state-of-the-world ADS server; [`proxy`] reads who is asking. Envoy's types come through
+//! ADS server (state of the world and delta); [`proxy`] reads who is asking. Envoy's types come through
 //! [`pb`] only.
 
 pub mod ads;
 mod canonical;
+#[cfg(test)]
+mod fixtures;
 pub mod generate;
 pub mod json;
 pub mod names;

@@ -410,9 +410,8 @@ async fn follow(
         let Some(inner) = inner.upgrade() else { return };
         let model = aggregate.snapshot();
         let version = model.version;
-        inner
-            .current
-            .store(Arc::new(XdsSnapshot::new(model, &inner.domain)));
+        let next = XdsSnapshot::next(model, &inner.domain, &inner.current.load());
+        inner.current.store(Arc::new(next));
         tx.send_replace(version);
     }
 }
@@ -463,3 +462,6 @@ fn unix_now() -> f64 {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,9 +6,14 @@
 //! listeners per (namespace, listener placement). Only what depends on one proxy's own
 //! addresses (its inbound clusters and `virtualInbound`) is generated per proxy.
 //!
+//! [`XdsSnapshot::next`] starts a snapshot from the previous one, so a change costs what it
+//! touches: an endpoint change encodes that service's assignments again and nothing else, and
+//! the endpoints [`Layer`] of each scope names them for the streams.
+//!
 //! **Invariant:** a cache key holds every input its generator reads. The generators below read
 //! only the model snapshot and the parts of [`Proxy`] named in their key.
 
+mod cache;
 mod cluster;
 mod domains;
 mod endpoint;
@@ -20,9 +25,8 @@ mod policy;
 mod proto;
 mod route;
 
-use std::collections::{BTreeSet, HashMap};
-use std::hash::Hash;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use wayfinder_registry::ServiceKey;
@@ -32,7 +36,10 @@ use crate::snapshot::rules::{egress_allows, registry_only};
 use crate::snapshot::{MergedService, Snapshot, Visible};
 use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
-use crate::xds::resource::{Resource, ResourceSet, insert};
+use crate::xds::resource::{Resource, ResourceSet, Version, insert};
+
+pub use self::cache::Layer;
+use self::cache::Memo;
 
 /// A model snapshot and the resources generated from it so far.
 pub struct XdsSnapshot {
@@ -41,11 +48,11 @@ pub struct XdsSnapshot {
     published: Instant,
     sidecar_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
     grpc_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
-    outbound: Memo<ScopeKey, [Arc<ResourceSet>; 2]>,
-    grpc_scopes: Memo<Arc<str>, [Arc<ResourceSet>; 4]>,
-    listeners: Memo<(ScopeKey, ListenSettings), ResourceSet>,
-    gateways: Memo<GatewayKey, [Arc<ResourceSet>; 2]>,
-    routes: Memo<(ScopeKey, Arc<str>), ResourceSet>,
+    outbound: Memo<ScopeKey, [Arc<Layer>; 2]>,
+    grpc_scopes: Memo<Arc<str>, [Arc<Layer>; 4]>,
+    listeners: Memo<(ScopeKey, ListenSettings), Arc<Layer>>,
+    gateways: Memo<GatewayKey, [Arc<Layer>; 2]>,
+    routes: Memo<(ScopeKey, Arc<str>), Arc<Layer>>,
     instances: OnceLock<inbound::Index>,
 }
 
@@ -60,7 +67,7 @@ type GatewayKey = (Arc<str>, ListenSettings, Vec<(String, String)>);
 /// of its own. Names never repeat across layers.
 #[derive(Clone, Debug, Default)]
 pub struct Resources {
-    layers: Vec<Arc<ResourceSet>>,
+    layers: Vec<Arc<Layer>>,
 }
 
 /// What one service contributes, per type, for one kind of proxy.
@@ -87,6 +94,51 @@ impl XdsSnapshot {
             gateways: Memo::default(),
             routes: Memo::default(),
             instances: OnceLock::new(),
+        }
+    }
+
+    /// Wraps the model snapshot that follows `previous`'s, reusing what `previous` generated
+    /// where its inputs did not change:
+    /// - a service's clusters and endpoints, when neither the service nor the configuration
+    ///   changed;
+    /// - listeners and routes, when the configuration and every service's definition are the
+    ///   same (an endpoint-only change), since they do not read endpoints;
+    /// - every other layer is generated again and compared with the previous one of its key,
+    ///   which it replaces (keeping it when equal), so streams look only at the names that
+    ///   differ.
+    pub fn next(model: Arc<Snapshot>, domain: &str, previous: &XdsSnapshot) -> Self {
+        let before = &previous.model;
+        let same_config = Arc::ptr_eq(&model.config, &before.config);
+        let unchanged = |key: &ServiceKey| {
+            matches!(
+                (model.services.get(key), before.services.get(key)),
+                (Some(a), Some(b)) if Arc::ptr_eq(a, b)
+            )
+        };
+        let services = |memo: &ServiceMemo| {
+            if same_config {
+                Memo::carried(
+                    memo.computed()
+                        .into_iter()
+                        .filter(|((key, _), _)| unchanged(key)),
+                )
+            } else {
+                Memo::default()
+            }
+        };
+        let same_topology = same_config && same_definitions(before, &model);
+        Self {
+            domain: domain.into(),
+            published: Instant::now(),
+            sidecar_services: services(&previous.sidecar_services),
+            grpc_services: services(&previous.grpc_services),
+            outbound: Memo::after(previous.outbound.computed()),
+            grpc_scopes: Memo::after(previous.grpc_scopes.computed()),
+            listeners: carry_if(same_topology, &previous.listeners),
+            gateways: carry_if(same_topology, &previous.gateways),
+            routes: carry_if(same_topology, &previous.routes),
+            instances: OnceLock::new(),
+            model,
         }
     }
 
@@ -130,7 +182,7 @@ impl XdsSnapshot {
         );
         let ctx = || Ctx::scoped(&self.model, &self.domain, ns, scope);
         let outbound = || {
-            self.outbound.get(scope_key.clone(), || {
+            self.outbound.get_after(scope_key.clone(), |previous| {
                 let ctx = ctx();
                 let mut clusters = cluster::catch_all();
                 let mut endpoints = ResourceSet::new();
@@ -146,44 +198,61 @@ impl XdsSnapshot {
                     clusters.extend(r.clusters.iter().map(|c| (c.name.clone(), c.clone())));
                     endpoints.extend(r.endpoints.iter().map(|e| (e.name.clone(), e.clone())));
                 }
-                [Arc::new(clusters), Arc::new(endpoints)]
+                let previous = previous.as_deref();
+                [
+                    Layer::after(previous.map(|p| &p[0]), clusters),
+                    Layer::after(previous.map(|p| &p[1]), endpoints),
+                ]
             })
         };
         let layers = match type_url {
             TypeUrl::Cluster if is_sidecar => {
                 vec![
                     outbound()[0].clone(),
-                    Arc::new(inbound::clusters(self.instances(), proxy)),
+                    Layer::new(inbound::clusters(self.instances(), proxy)),
                 ]
             }
             TypeUrl::Cluster => vec![outbound()[0].clone()],
             TypeUrl::Endpoint => vec![outbound()[1].clone()],
             TypeUrl::Listener if is_sidecar => {
-                let shared = self
-                    .listeners
-                    .get((scope_key.clone(), proxy.listen.clone()), || {
-                        listener::outbound(&ctx(), &proxy.listen)
-                    });
-                vec![shared, Arc::new(inbound::listener(self.instances(), proxy))]
+                let shared = self.listeners.get_after(
+                    (scope_key.clone(), proxy.listen.clone()),
+                    |previous| {
+                        let set = listener::outbound(&ctx(), &proxy.listen);
+                        Layer::after(previous.as_deref(), set)
+                    },
+                );
+                vec![
+                    (*shared).clone(),
+                    Layer::new(inbound::listener(self.instances(), proxy)),
+                ]
             }
             TypeUrl::Route if is_sidecar => {
-                vec![
-                    self.routes
-                        .get((scope_key.clone(), proxy.dns_domain.clone()), || {
-                            route::outbound(&ctx(), &proxy.dns_domain)
-                        }),
-                ]
+                let routes = self.routes.get_after(
+                    (scope_key.clone(), proxy.dns_domain.clone()),
+                    |previous| {
+                        let set = route::outbound(&ctx(), &proxy.dns_domain);
+                        Layer::after(previous.as_deref(), set)
+                    },
+                );
+                vec![(*routes).clone()]
             }
             TypeUrl::Listener | TypeUrl::Route => {
                 // A gateway's listeners depend on its labels (which Gateways select it) and
                 // where it listens; gateways with the same ones share them.
                 let labels: Vec<(String, String)> = proxy.labels.clone().into_iter().collect();
-                let sets = self
-                    .gateways
-                    .get((ns.clone(), proxy.listen.clone(), labels), || {
-                        gateway::resources(&Ctx::new(&self.model, &self.domain, ns), proxy)
-                            .map(Arc::new)
-                    });
+                let sets = self.gateways.get_after(
+                    (ns.clone(), proxy.listen.clone(), labels),
+                    |previous| {
+                        let ctx = Ctx::new(&self.model, &self.domain, ns);
+                        let [listeners, routes] = gateway::resources(&ctx, proxy);
+                        let previous = previous.as_deref();
+                        [
+                            Layer::after(previous.map(|p| &p[0]), listeners),
+                            Layer::after(previous.map(|p| &p[1]), routes),
+                        ]
+                    },
+                );
                 vec![sets[usize::from(type_url == TypeUrl::Route)].clone()]
             }
         };
@@ -192,7 +261,7 @@ impl XdsSnapshot {
 
     fn grpc(&self, proxy: &Proxy, type_url: TypeUrl, requested: &BTreeSet<Arc<str>>) -> Resources {
         let ns = &proxy.namespace;
-        let scope = self.grpc_scopes.get(ns.clone(), || {
+        let scope = self.grpc_scopes.get_after(ns.clone(), |previous| {
             let ctx = Ctx::new(&self.model, &self.domain, ns);
             let mut sets: [ResourceSet; 4] = Default::default();
             for svc in &ctx.visible {
@@ -220,7 +289,13 @@ impl XdsSnapshot {
                     insert(&mut sets[3], grpc::route(&ctx, &name, svc, port));
                 }
             }
-            sets.map(Arc::new)
+            let previous = previous.as_deref();
+            let mut i = 0;
+            sets.map(|set| {
+                let layer = Layer::after(previous.map(|p| &p[i]), set);
+                i += 1;
+                layer
+            })
         });
         let index = TypeUrl::PUSH_ORDER
             .iter()
@@ -229,9 +304,9 @@ impl XdsSnapshot {
         let mut layers = vec![scope[index].clone()];
         if matches!(type_url, TypeUrl::Listener | TypeUrl::Route) {
             let ctx = Ctx::new(&self.model, &self.domain, ns);
-            let aliases = grpc::aliases(&ctx, proxy, type_url, requested, &scope[index]);
+            let aliases = grpc::aliases(&ctx, proxy, type_url, requested, scope[index].set());
             if !aliases.is_empty() {
-                layers.push(Arc::new(aliases));
+                layers.push(Layer::new(aliases));
             }
         }
         Resources { layers }
@@ -338,47 +413,88 @@ impl<'a> Ctx<'a> {
 impl Resources {
     /// The resource with this name, if the proxy may receive it.
     pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
-        self.layers.iter().find_map(|l| l.get(name))
+        self.layers.iter().find_map(|l| l.set().get(name))
     }
 
     /// Every resource, layer by layer, each layer in name order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Resource>> {
-        self.layers.iter().flat_map(|l| l.values())
+        self.layers.iter().flat_map(|l| l.set().values())
     }
 
     /// How many resources there are.
     pub fn len(&self) -> usize {
-        self.layers.iter().map(|l| l.len()).sum()
+        self.layers.iter().map(|l| l.set().len()).sum()
     }
 
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
 
-/// A map whose values are computed once, on first use, outside the map's lock: concurrent
-/// callers for the same key wait for the one computation; other keys proceed.
-struct Memo<K, V> {
-    map: Mutex<HashMap<K, Arc<OnceLock<Arc<V>>>>>,
-}
+    /// The layers, which a stream keeps to know later what it was offered.
+    pub fn layers(&self) -> &[Arc<Layer>] {
+        &self.layers
+    }
 
-impl<K, V> Default for Memo<K, V> {
-    fn default() -> Self {
-        Self {
-            map: Mutex::new(HashMap::new()),
+    /// A hash of every name and version offered: equal hashes, equal resources.
+    pub fn version(&self) -> Version {
+        let mut bytes = Vec::with_capacity(8 * self.layers.len());
+        for layer in &self.layers {
+            bytes.extend_from_slice(&layer.version().0.to_le_bytes());
         }
+        Version::of_bytes(&bytes)
+    }
+
+    /// True when these are the resources `earlier` layers offered.
+    pub fn same_as(&self, earlier: &[Arc<Layer>]) -> bool {
+        self.layers.len() == earlier.len()
+            && self
+                .layers
+                .iter()
+                .zip(earlier)
+                .all(|(a, b)| a.version() == b.version())
+    }
+
+    /// The names whose resource may differ from what the `earlier` layers offered, when every
+    /// layer is the same as, or replaced, the earlier one in its place; `None` otherwise.
+    pub fn changed_since(&self, earlier: &[Arc<Layer>]) -> Option<BTreeSet<Arc<str>>> {
+        if self.layers.len() != earlier.len() {
+            return None;
+        }
+        let mut names = BTreeSet::new();
+        for (layer, before) in self.layers.iter().zip(earlier) {
+            names.extend(layer.changed_since(before)?.iter().cloned());
+        }
+        Some(names)
     }
 }
 
-impl<K: Eq + Hash, V> Memo<K, V> {
-    fn get(&self, key: K, init: impl FnOnce() -> V) -> Arc<V> {
-        let cell = {
-            // A panic while holding this lock cannot leave the map inconsistent (it only
-            // inserts empty cells), so a poisoned lock is safe to use.
-            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            map.entry(key).or_default().clone()
-        };
-        cell.get_or_init(|| Arc::new(init())).clone()
+/// Per-service resources by service and the DestinationRule that applies.
+type ServiceMemo = Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>;
+
+/// The previous snapshot's values as they are, when `valid`; else only as a base to compare
+/// with.
+fn carry_if<K: Eq + std::hash::Hash + Clone, V>(valid: bool, previous: &Memo<K, V>) -> Memo<K, V> {
+    if valid {
+        Memo::carried(previous.computed())
+    } else {
+        Memo::after(previous.computed())
     }
 }
+
+/// True when two snapshots hold the same services with the same definitions (only endpoints
+/// may differ): listeners and routes, which do not read endpoints, are then the same.
+fn same_definitions(a: &Snapshot, b: &Snapshot) -> bool {
+    a.services.len() == b.services.len()
+        && a.services
+            .iter()
+            .zip(&b.services)
+            .all(|((ka, sa), (kb, sb))| {
+                ka == kb
+                    && (Arc::ptr_eq(sa, sb)
+                        || (sa.service == sb.service && sa.registries == sb.registries))
+            })
+}
+
+#[cfg(test)]
+mod tests;

@@ -14,7 +14,7 @@ use crate::xds::pb::protobuf::Any;
 /// Because it depends only on content, two servers (or one server after a restart) give the
 /// same version to the same content and never the same version to different content (short of
 /// a hash collision), as the xDS protocol asks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Version(pub u64);
 
 impl Version {

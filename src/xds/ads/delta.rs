@@ -21,16 +21,18 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use xxhash_rust::xxh3::Xxh3;
+
 use super::state::{Nack, Outcome, RequestError, TypeStatus, now, push_in_order};
 use super::subscription::Subscription;
 use crate::xds::TypeUrl;
-use crate::xds::generate::XdsSnapshot;
+use crate::xds::generate::{Layer, Resources, XdsSnapshot};
 use crate::xds::pb::core::ControlPlane;
 use crate::xds::pb::discovery::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource as DeltaResource,
 };
 use crate::xds::proxy::Proxy;
-use crate::xds::resource::Version;
+use crate::xds::resource::{Resource, Version};
 
 /// The delta protocol state of one type on one stream.
 #[derive(Debug, Default)]
@@ -44,11 +46,73 @@ struct TypeState {
     acked_version: Option<String>,
     last_nack: Option<Nack>,
     responses: u64,
-    /// What the client holds as far as the server knows: name → version (`None`: a version
-    /// that is not one of ours, from `initial_resource_versions`; never equal to a current one).
-    held: HashMap<Arc<str>, Option<Version>>,
-    /// The version of everything offered at the last build (see the state-of-the-world twin).
-    offered: Option<Version>,
+    /// What the client holds as far as the server knows.
+    held: Held,
+    /// The layers of the last build (see the state-of-the-world twin).
+    offered: Vec<Arc<Layer>>,
+}
+
+/// What a client holds of one type: name → version (`None`: a version that is not one of
+/// ours, from `initial_resource_versions`; never equal to a current one), with a hash of the
+/// whole kept up to date as entries come and go, so a response's `system_version_info` costs
+/// nothing to compute.
+#[derive(Debug, Default)]
+struct Held {
+    map: HashMap<Arc<str>, Option<Version>>,
+    hash: u64,
+}
+
+impl Held {
+    fn entry_hash(name: &str, version: Option<Version>) -> u64 {
+        let mut hasher = Xxh3::new();
+        hasher.update(name.as_bytes());
+        hasher.update(&[0]);
+        hasher.update(&version.map_or(0, |v| v.0).to_le_bytes());
+        hasher.digest()
+    }
+
+    fn get(&self, name: &str) -> Option<&Option<Version>> {
+        self.map.get(name)
+    }
+
+    fn insert(&mut self, name: Arc<str>, version: Option<Version>) {
+        self.hash ^= Self::entry_hash(&name, version);
+        if let Some(old) = self.map.insert(name.clone(), version) {
+            self.hash ^= Self::entry_hash(&name, old);
+        }
+    }
+
+    /// True when the client held `name`.
+    fn remove(&mut self, name: &str) -> bool {
+        match self.map.remove(name) {
+            Some(old) => {
+                self.hash ^= Self::entry_hash(name, old);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Arc<str>) -> bool) {
+        let mut hash = self.hash;
+        self.map.retain(|name, version| {
+            let kept = keep(name);
+            if !kept {
+                hash ^= Self::entry_hash(name, *version);
+            }
+            kept
+        });
+        self.hash = hash;
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// A version for everything held (the same set, the same version).
+    fn version(&self) -> String {
+        Version(self.hash).to_string()
+    }
 }
 
 /// One delta stream's protocol state.
@@ -131,18 +195,27 @@ impl DeltaState {
             state.acked_version = state.sent_version.clone();
         }
         if first {
-            state.held = req
-                .initial_resource_versions
-                .iter()
-                .map(|(name, version)| (Arc::from(name.as_str()), Version::parse(version)))
-                .collect();
+            state.held = Held::default();
+            for (name, version) in &req.initial_resource_versions {
+                state
+                    .held
+                    .insert(Arc::from(name.as_str()), Version::parse(version));
+            }
         }
         let subscribe = &req.resource_names_subscribe;
         let unsubscribe = &req.resource_names_unsubscribe;
         let before = state.subscription.clone();
+        let current = (!subscribe.is_empty())
+            .then(|| snap.resources(&self.proxy, type_url, &state.subscription.names));
         state
             .subscription
-            .update_delta(subscribe, unsubscribe, first, always_wildcard);
+            .update_delta(subscribe, unsubscribe, first, always_wildcard, |n| {
+                current.as_ref()?.get(n).map(|r| r.name.clone())
+            });
+        if !first && subscribe.is_empty() && unsubscribe.is_empty() {
+            // An ACK or NACK: nothing to send.
+            return Ok(outcome);
+        }
         // Send again: names newly subscribed (the client may have dropped them), names the
         // wildcard still covers after an explicit unsubscribe, and everything when the
         // wildcard is new.
@@ -159,7 +232,8 @@ impl DeltaState {
             }
         }
         let wildcard_added = state.subscription.wildcard && !before.wildcard;
-        if let Some(response) = self.build(type_url, snap, &forced, first || wildcard_added) {
+        let respond = first || wildcard_added;
+        if let Some(response) = self.build(type_url, snap, &forced, Build::Request { respond }) {
             outcome.responses.push(response.0);
         }
         Ok(outcome)
@@ -169,75 +243,42 @@ impl DeltaState {
     pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaDiscoveryResponse> {
         let served: BTreeSet<TypeUrl> = self.types.keys().copied().collect();
         push_in_order(&served, |type_url, forced| {
-            self.build(type_url, snap, forced, false)
+            self.build(type_url, snap, forced, Build::Snapshot)
         })
     }
 
     /// What changed for the client in one type; `forced` names are sent (or reported
-    /// missing) even if the client holds them; `respond` answers even when nothing changed.
-    /// Returns the response and the names whose content the client did not have.
+    /// missing) even if the client holds them. Returns the response and the names whose content
+    /// the client did not have.
     fn build(
         &mut self,
         type_url: TypeUrl,
         snap: &XdsSnapshot,
         forced: &BTreeSet<Arc<str>>,
-        respond: bool,
+        build: Build,
     ) -> Option<(DeltaDiscoveryResponse, BTreeSet<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
-        let sub = &state.subscription;
-        let all = snap.resources(&self.proxy, type_url, &sub.names);
-        let offered = Version::of_set(all.iter().map(|r| &**r));
-        if !respond && forced.is_empty() && state.offered == Some(offered) {
-            return None;
-        }
-        state.offered = Some(offered);
-        let mut resources = Vec::new();
-        let mut changed = BTreeSet::new();
-        let wanted: Vec<_> = if sub.wildcard {
-            all.iter().collect()
-        } else {
-            sub.names.iter().filter_map(|n| all.get(n)).collect()
+        let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
+        let respond = matches!(build, Build::Request { respond: true });
+        let since = match build {
+            Build::Snapshot if forced.is_empty() && all.same_as(&state.offered) => return None,
+            Build::Snapshot => all.changed_since(&state.offered),
+            Build::Request { .. } => None,
         };
-        for r in &wanted {
-            let is_new = state.held.get(&r.name) != Some(&Some(r.version));
-            if is_new || forced.contains(&r.name) {
-                if is_new {
-                    changed.insert(r.name.clone());
-                }
-                resources.push(DeltaResource {
-                    name: r.name.to_string(),
-                    version: r.version.to_string(),
-                    resource: Some(r.any.clone()),
-                    ..Default::default()
-                });
-                state.held.insert(r.name.clone(), Some(r.version));
+        state.offered = all.layers().to_vec();
+        let (resources, changed, removed) = match since {
+            Some(mut names) => {
+                names.extend(forced.iter().cloned());
+                changes(state, &all, &names, forced)
             }
-        }
-        // Held but gone (or never there, for a name just asked for); held but no longer wanted
-        // is forgotten quietly (the client dropped it when it unsubscribed).
-        let mut removed: BTreeSet<Arc<str>> = forced
-            .iter()
-            .filter(|n| sub.wants(n) && all.get(n).is_none())
-            .cloned()
-            .collect();
-        state.held.retain(|name, _| {
-            if !sub.wants(name) {
-                return false;
-            }
-            if all.get(name).is_none() {
-                removed.insert(name.clone());
-                return false;
-            }
-            true
-        });
+            None => everything(state, &all, forced),
+        };
         if resources.is_empty() && removed.is_empty() && !respond {
             return None;
         }
         self.nonces += 1;
         let nonce = self.nonces.to_string();
-        let mut held: Vec<(&Arc<str>, &Option<Version>)> = state.held.iter().collect();
-        held.sort();
-        let version = held_version(&held);
+        let version = state.held.version();
         state.nonce = Some(nonce.clone());
         state.sent_version = Some(version.clone());
         state.responses += 1;
@@ -256,13 +297,99 @@ impl DeltaState {
     }
 }
 
-/// A version for what the client holds (names and versions, sorted).
-fn held_version(held: &[(&Arc<str>, &Option<Version>)]) -> String {
-    let mut bytes = Vec::new();
-    for (name, version) in held {
-        bytes.extend_from_slice(name.as_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(&version.map_or(0, |v| v.0).to_le_bytes());
+/// Why a type is built.
+#[derive(Clone, Copy)]
+enum Build {
+    /// A request; `respond` answers even when nothing changed.
+    Request { respond: bool },
+    /// A new snapshot.
+    Snapshot,
+}
+
+/// What one build sends: resources, the names whose content the client did not have, and the
+/// names removed.
+type Changes = (Vec<DeltaResource>, BTreeSet<Arc<str>>, BTreeSet<Arc<str>>);
+
+/// Compares every resource the subscription covers with what the client holds.
+fn everything(state: &mut TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -> Changes {
+    let sub = &state.subscription;
+    let mut resources = Vec::new();
+    let mut changed = BTreeSet::new();
+    let wanted: Vec<_> = if sub.wildcard {
+        all.iter().collect()
+    } else {
+        sub.names.iter().filter_map(|n| all.get(n)).collect()
+    };
+    for r in &wanted {
+        let is_new = state.held.get(&r.name) != Some(&Some(r.version));
+        if is_new || forced.contains(&r.name) {
+            if is_new {
+                changed.insert(r.name.clone());
+            }
+            resources.push(delta_resource(r));
+            state.held.insert(r.name.clone(), Some(r.version));
+        }
     }
-    Version::of_bytes(&bytes).to_string()
+    // Held but gone (or never there, for a name just asked for); held but no longer wanted is
+    // forgotten quietly (the client dropped it when it unsubscribed).
+    let mut removed: BTreeSet<Arc<str>> = forced
+        .iter()
+        .filter(|n| sub.wants(n) && all.get(n).is_none())
+        .cloned()
+        .collect();
+    state.held.retain(|name| {
+        if !sub.wants(name) {
+            return false;
+        }
+        if all.get(name).is_none() {
+            removed.insert(name.clone());
+            return false;
+        }
+        true
+    });
+    (resources, changed, removed)
+}
+
+/// Compares only `names` (those the new layers changed, and the forced ones).
+fn changes(
+    state: &mut TypeState,
+    all: &Resources,
+    names: &BTreeSet<Arc<str>>,
+    forced: &BTreeSet<Arc<str>>,
+) -> Changes {
+    let mut resources = Vec::new();
+    let mut changed = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    for name in names {
+        if !state.subscription.wants(name) {
+            continue;
+        }
+        match all.get(name) {
+            Some(r) => {
+                let is_new = state.held.get(name) != Some(&Some(r.version));
+                if is_new || forced.contains(name) {
+                    if is_new {
+                        changed.insert(r.name.clone());
+                    }
+                    resources.push(delta_resource(r));
+                    state.held.insert(r.name.clone(), Some(r.version));
+                }
+            }
+            None => {
+                if state.held.remove(name) || forced.contains(name) {
+                    removed.insert(name.clone());
+                }
+            }
+        }
+    }
+    (resources, changed, removed)
+}
+
+fn delta_resource(r: &Resource) -> DeltaResource {
+    DeltaResource {
+        name: r.name.to_string(),
+        version: r.version.to_string(),
+        resource: Some(r.any.clone()),
+        ..Default::default()
+    }
 }

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::subscription::Subscription;
 use crate::xds::TypeUrl;
-use crate::xds::generate::{Resources, XdsSnapshot};
+use crate::xds::generate::{Layer, Resources, XdsSnapshot};
 use crate::xds::pb::core::ControlPlane;
 use crate::xds::pb::discovery::{DiscoveryRequest, DiscoveryResponse};
 use crate::xds::proxy::Proxy;
@@ -96,9 +96,12 @@ struct TypeState {
     pub responses: u64,
     /// Resources the client holds as far as the server knows, with their versions.
     sent: HashMap<Arc<str>, Version>,
-    /// The version of everything this type offered the proxy at the last build: a snapshot
-    /// that offers the same needs no look at each resource.
-    offered: Option<Version>,
+    /// The layers of the last build that looked at every resource the proxy may receive: a
+    /// snapshot that offers the same needs no look at each resource, and one whose layers
+    /// replaced these needs a look only at the names they changed.
+    offered: Vec<Arc<Layer>>,
+    /// A hash of the subscription, part of every response version.
+    subscription_version: Version,
 }
 
 /// A copy of a type's protocol state for debug pages, without the per-resource bookkeeping.
@@ -213,9 +216,23 @@ impl StreamState {
             state.acked_version = Some(req.version_info.clone());
         }
         let before = state.subscription.clone();
-        state
-            .subscription
-            .update(&req.resource_names, always_wildcard);
+        if always_wildcard || req.resource_names.is_empty() {
+            state
+                .subscription
+                .update(&req.resource_names, always_wildcard);
+        } else {
+            let current = snap.resources(&self.proxy, type_url, &state.subscription.names);
+            state
+                .subscription
+                .update_interned(&req.resource_names, false, |n| {
+                    current.get(n).map(|r| r.name.clone())
+                });
+        }
+        if !first && state.subscription == before {
+            // An ACK or NACK with the same names: nothing to send.
+            return Ok(outcome);
+        }
+        state.subscription_version = state.subscription.version();
         // A client drops what it no longer subscribes to; forget that it had it, so that a
         // later subscription gets it again and a full-state type is compared on what remains.
         let subscription = &state.subscription;
@@ -255,16 +272,26 @@ impl StreamState {
     ) -> Option<(DiscoveryResponse, BTreeSet<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
-        // Hashing what is offered is far cheaper than comparing it name by name with what the
-        // client holds; an endpoint-only change leaves clusters, listeners and routes alone.
-        let offered = Version::of_set(all.iter().map(|r| &**r));
-        if let Mode::Snapshot(forced) = &mode
-            && forced.is_empty()
-            && state.offered == Some(offered)
-        {
-            return None;
+        // Comparing layers is far cheaper than comparing resources name by name with what the
+        // client holds; an endpoint-only change leaves clusters, listeners and routes alone,
+        // and the endpoints layer names the few assignments it changed.
+        let since = match &mode {
+            Mode::Snapshot(forced) if forced.is_empty() && all.same_as(&state.offered) => {
+                return None;
+            }
+            Mode::Snapshot(_) if !type_url.is_full_state() => all.changed_since(&state.offered),
+            _ => None,
+        };
+        // A request adding names to an incremental type sends only those: the others keep
+        // what they had, so the next snapshot still compares with the layers they came from.
+        if !matches!(mode, Mode::Added(_)) || type_url.is_full_state() {
+            state.offered = all.layers().to_vec();
         }
-        state.offered = Some(offered);
+        let version = response_version(&all, state.subscription_version);
+        if let (Some(names), Mode::Snapshot(forced)) = (since, &mode) {
+            return self.build_changes(type_url, &all, names, forced, version);
+        }
+        let state = self.types.get_mut(&type_url)?;
         let desired = desired(&state.subscription, &all);
         let is_new = |r: &Arc<Resource>| state.sent.get(&r.name) != Some(&r.version);
         let send: Vec<&Arc<Resource>> = if type_url.is_full_state() {
@@ -313,13 +340,67 @@ impl StreamState {
                 .sent
                 .extend(send.iter().map(|r| (r.name.clone(), r.version)));
         }
+        Some((self.respond(type_url, &send, version), changed))
+    }
+
+    /// A new snapshot's build for an incremental type (endpoints, routes) whose layers replaced
+    /// the ones the client was brought up to date with: only the names they changed, and the
+    /// `forced` ones, are looked at.
+    fn build_changes(
+        &mut self,
+        type_url: TypeUrl,
+        all: &Resources,
+        names: BTreeSet<Arc<str>>,
+        forced: &BTreeSet<Arc<str>>,
+        version: Version,
+    ) -> Option<(DiscoveryResponse, BTreeSet<Arc<str>>)> {
+        let state = self.types.get_mut(&type_url)?;
+        let mut send = Vec::new();
+        let mut changed = BTreeSet::new();
+        let mut names = names;
+        names.extend(forced.iter().cloned());
+        for name in &names {
+            if !state.subscription.wants(name) {
+                continue;
+            }
+            match all.get(name) {
+                Some(r) => {
+                    let is_new = state.sent.get(&r.name) != Some(&r.version);
+                    if is_new || forced.contains(name) {
+                        if is_new {
+                            changed.insert(r.name.clone());
+                        }
+                        state.sent.insert(r.name.clone(), r.version);
+                        send.push(r);
+                    }
+                }
+                None => {
+                    state.sent.remove(name);
+                }
+            }
+        }
+        if send.is_empty() {
+            return None;
+        }
+        Some((self.respond(type_url, &send, version), changed))
+    }
+
+    /// A response carrying `send`, recorded as the type's latest.
+    fn respond(
+        &mut self,
+        type_url: TypeUrl,
+        send: &[&Arc<Resource>],
+        version: Version,
+    ) -> DiscoveryResponse {
         self.nonces += 1;
         let nonce = self.nonces.to_string();
-        let version = Version::of_set(desired.iter().map(|r| &***r)).to_string();
-        state.nonce = Some(nonce.clone());
-        state.sent_version = Some(version.clone());
-        state.responses += 1;
-        let response = DiscoveryResponse {
+        let version = version.to_string();
+        if let Some(state) = self.types.get_mut(&type_url) {
+            state.nonce = Some(nonce.clone());
+            state.sent_version = Some(version.clone());
+            state.responses += 1;
+        }
+        DiscoveryResponse {
             version_info: version,
             resources: send.iter().map(|r| r.any.clone()).collect(),
             type_url: type_url.as_str().to_string(),
@@ -328,9 +409,16 @@ impl StreamState {
                 identifier: self.identifier.to_string(),
             }),
             ..Default::default()
-        };
-        Some((response, changed))
+        }
     }
+}
+
+/// A response's version: the hash of what was offered and of the subscription, which together
+/// decide what the client holds.
+fn response_version(all: &Resources, subscription: Version) -> Version {
+    let mut bytes = all.version().0.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&subscription.0.to_le_bytes());
+    Version::of_bytes(&bytes)
 }
 
 /// Builds each of the `served` types in make-before-break order (clusters, endpoints,

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::xds::resource::Version;
+
 /// One type's subscription on one stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Subscription {
@@ -34,6 +36,18 @@ impl Subscription {
     /// subscription (Envoy's listeners and clusters, whose reconnect requests list names they
     /// still want by wildcard).
     pub fn update(&mut self, names: &[String], always_wildcard: bool) {
+        self.update_interned(names, always_wildcard, |_| None);
+    }
+
+    /// As [`Subscription::update`]; `intern` offers a shared copy of a name (the resource's
+    /// own), so that a thousand streams asking for the same thousand names do not each keep a
+    /// copy. An ACK repeating the same names changes nothing and allocates nothing.
+    pub fn update_interned(
+        &mut self,
+        names: &[String],
+        always_wildcard: bool,
+        intern: impl Fn(&str) -> Option<Arc<str>>,
+    ) {
         if always_wildcard || names.is_empty() {
             self.wildcard = always_wildcard || !self.explicit;
             if !self.names.is_empty() {
@@ -43,10 +57,12 @@ impl Subscription {
         }
         self.explicit = true;
         self.wildcard = names.iter().any(|n| n == "*");
-        let set: BTreeSet<Arc<str>> = names
-            .iter()
-            .filter(|n| *n != "*")
-            .map(|n| Arc::from(n.as_str()))
+        let named = || names.iter().filter(|n| *n != "*");
+        if named().count() == self.names.len() && named().all(|n| self.names.contains(n.as_str())) {
+            return;
+        }
+        let set: BTreeSet<Arc<str>> = named()
+            .map(|n| intern(n).unwrap_or_else(|| Arc::from(n.as_str())))
             .collect();
         if *self.names != set {
             self.names = Arc::new(set);
@@ -63,19 +79,20 @@ impl Subscription {
         unsubscribe: &[String],
         first: bool,
         always_wildcard: bool,
+        intern: impl Fn(&str) -> Option<Arc<str>>,
     ) {
-        if first && subscribe.is_empty() && unsubscribe.is_empty() {
-            self.wildcard = true;
+        if subscribe.is_empty() && unsubscribe.is_empty() {
+            // An ACK or NACK; the first request subscribing nothing is a legacy wildcard.
+            self.wildcard |= first || always_wildcard;
+            return;
         }
-        if !subscribe.is_empty() || !unsubscribe.is_empty() {
-            self.explicit = true;
-        }
+        self.explicit = true;
         let mut names = (*self.names).clone();
         for name in subscribe {
             if name == "*" {
                 self.wildcard = true;
-            } else {
-                names.insert(name.as_str().into());
+            } else if !names.contains(name.as_str()) {
+                names.insert(intern(name).unwrap_or_else(|| name.as_str().into()));
             }
         }
         for name in unsubscribe {
@@ -96,6 +113,16 @@ impl Subscription {
     /// True when the subscription covers `name`.
     pub fn wants(&self, name: &str) -> bool {
         self.wildcard || self.names.contains(name)
+    }
+
+    /// A hash of the wildcard flag and the names.
+    pub fn version(&self) -> Version {
+        let mut bytes = vec![u8::from(self.wildcard)];
+        for name in self.names.iter() {
+            bytes.extend_from_slice(name.as_bytes());
+            bytes.push(0);
+        }
+        Version::of_bytes(&bytes)
     }
 }
 
@@ -129,16 +156,16 @@ mod tests {
     #[test]
     fn delta_wildcard_state_machine() {
         let mut s = Subscription::default();
-        s.update_delta(&[], &[], true, false);
+        s.update_delta(&[], &[], true, false, |_| None);
         assert!(s.wildcard, "an empty first request is a legacy wildcard");
-        s.update_delta(&names(&["A"]), &[], false, false);
+        s.update_delta(&names(&["A"]), &[], false, false, |_| None);
         assert!(s.wildcard && s.names.contains("A"));
-        s.update_delta(&[], &names(&["*"]), false, false);
+        s.update_delta(&[], &names(&["*"]), false, false, |_| None);
         assert!(!s.wildcard && s.wants("A") && !s.wants("B"));
-        s.update_delta(&[], &names(&["A"]), false, false);
+        s.update_delta(&[], &names(&["A"]), false, false, |_| None);
         assert!(!s.wildcard && !s.wants("A"));
         let mut explicit = Subscription::default();
-        explicit.update_delta(&names(&["B"]), &[], true, false);
+        explicit.update_delta(&names(&["B"]), &[], true, false, |_| None);
         assert!(!explicit.wildcard && explicit.wants("B"));
     }
 

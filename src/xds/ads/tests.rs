@@ -1,0 +1,103 @@
+//! The state machines against consecutive snapshots, where the order of a request and a push
+//! matters.
+
+use std::sync::Arc;
+
+use super::{DeltaState, StreamState};
+use crate::xds::XdsSnapshot;
+use crate::xds::fixtures::{DOMAIN, endpoints_changed, model, sidecar};
+use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
+use crate::xds::types::TypeUrl;
+
+const SVC_0: &str = "outbound|8080||svc-0.default.svc.cluster.local";
+const SVC_1: &str = "outbound|8080||svc-1.default.svc.cluster.local";
+
+fn eds(names: &[&str], nonce: &str) -> DiscoveryRequest {
+    DiscoveryRequest {
+        type_url: TypeUrl::Endpoint.as_str().into(),
+        resource_names: names.iter().map(|n| n.to_string()).collect(),
+        response_nonce: nonce.into(),
+        node: Some(Default::default()),
+        ..Default::default()
+    }
+}
+
+/// The cluster names of the assignments in a response.
+fn names(any: &[crate::xds::pb::protobuf::Any]) -> Vec<String> {
+    use prost::Message;
+    any.iter()
+        .map(|a| {
+            crate::xds::pb::endpoint::ClusterLoadAssignment::decode(&*a.value)
+                .expect("an assignment")
+                .cluster_name
+        })
+        .collect()
+}
+
+#[test]
+fn sotw_a_request_answered_from_a_newer_snapshot_does_not_hide_that_snapshots_changes() {
+    let first = XdsSnapshot::new(Arc::new(model(2)), DOMAIN);
+    let mut state = StreamState::new(Arc::new(sidecar()), "test".into());
+    let out = state
+        .on_request(&eds(&[SVC_1], ""), &first)
+        .expect("a valid request");
+    assert_eq!(names(&out.responses[0].resources), [SVC_1]);
+    let nonce = out.responses[0].nonce.clone();
+    // svc-1's endpoints change; before the stream pushes that snapshot, the client asks for
+    // svc-0 too, and the answer comes from the new snapshot.
+    let second = XdsSnapshot::next(Arc::new(endpoints_changed(first.model())), DOMAIN, &first);
+    let out = state
+        .on_request(&eds(&[SVC_1, SVC_0], &nonce), &second)
+        .expect("a valid request");
+    assert_eq!(
+        names(&out.responses[0].resources),
+        [SVC_0],
+        "only the added name"
+    );
+    // The push of that snapshot still brings svc-1's new assignment.
+    let pushed = state.on_snapshot(&second);
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(names(&pushed[0].resources), [SVC_1]);
+    assert!(state.on_snapshot(&second).is_empty(), "and only once");
+}
+
+#[test]
+fn delta_an_endpoint_change_sends_the_one_assignment_and_a_removal_is_named() {
+    let first = XdsSnapshot::new(Arc::new(model(2)), DOMAIN);
+    let mut state = DeltaState::new(Arc::new(sidecar()), "test".into());
+    let subscribe = DeltaDiscoveryRequest {
+        type_url: TypeUrl::Endpoint.as_str().into(),
+        resource_names_subscribe: vec![SVC_0.into(), SVC_1.into()],
+        node: Some(Default::default()),
+        ..Default::default()
+    };
+    let out = state
+        .on_request(&subscribe, &first)
+        .expect("a valid request");
+    assert_eq!(out.responses[0].resources.len(), 2);
+    let second = XdsSnapshot::next(Arc::new(endpoints_changed(first.model())), DOMAIN, &first);
+    let pushed = state.on_snapshot(&second);
+    assert_eq!(pushed.len(), 1);
+    let sent: Vec<&str> = pushed[0].resources.iter().map(|r| &*r.name).collect();
+    assert_eq!(sent, [SVC_1]);
+    assert!(pushed[0].removed_resources.is_empty());
+    assert_ne!(
+        pushed[0].system_version_info,
+        out.responses[0].system_version_info
+    );
+    // svc-1 disappears: its assignment is removed by name.
+    let mut services = second.model().services.clone();
+    services.retain(|k, _| !k.hostname.starts_with("svc-1."));
+    let third_model = crate::snapshot::Snapshot::new(
+        3,
+        services,
+        Vec::new(),
+        Vec::new(),
+        second.model().config.clone(),
+    );
+    let third = XdsSnapshot::next(Arc::new(third_model), DOMAIN, &second);
+    let pushed = state.on_snapshot(&third);
+    assert_eq!(pushed.len(), 1);
+    assert!(pushed[0].resources.is_empty());
+    assert_eq!(pushed[0].removed_resources, [SVC_1]);
+}

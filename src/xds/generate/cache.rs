@@ -1,0 +1,258 @@
+//! What a snapshot's generated resources are kept in, and how the next snapshot reuses them.
+//!
+//! A [`Memo`] computes each value once per snapshot, on first use. When a new model snapshot
+//! is published, its [`super::XdsSnapshot`] starts from the previous one: values whose inputs
+//! did not change are carried over as they are (a service's clusters when neither the service
+//! nor the configuration changed), and the others are computed again with the previous value
+//! at hand, so a [`Layer`] can record which of its names differ from the layer it replaces.
+//! Streams use that record to look only at those names.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::xds::resource::{Resource, ResourceSet, Version};
+
+/// A map whose values are computed once, on first use, outside the map's lock: concurrent
+/// callers for the same key wait for the one computation; other keys proceed.
+pub(super) struct Memo<K, V> {
+    map: Mutex<HashMap<K, Arc<OnceLock<Arc<V>>>>>,
+    /// The previous snapshot's values, handed to the computation of the same key.
+    previous: Mutex<HashMap<K, Arc<V>>>,
+}
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            previous: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone, V> Memo<K, V> {
+    /// A memo holding `values` as already computed.
+    pub(super) fn carried(values: impl IntoIterator<Item = (K, Arc<V>)>) -> Self {
+        let map = values
+            .into_iter()
+            .map(|(k, v)| (k, Arc::new(OnceLock::from(v))))
+            .collect();
+        Self {
+            map: Mutex::new(map),
+            previous: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// An empty memo whose computations are handed these earlier values.
+    pub(super) fn after(values: impl IntoIterator<Item = (K, Arc<V>)>) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            previous: Mutex::new(values.into_iter().collect()),
+        }
+    }
+
+    /// The value for `key`, computed by `init` if nobody has yet.
+    pub(super) fn get(&self, key: K, init: impl FnOnce() -> V) -> Arc<V> {
+        self.get_after(key, |_| init())
+    }
+
+    /// As [`Memo::get`]; `init` is handed the previous snapshot's value for the key, if any.
+    pub(super) fn get_after(&self, key: K, init: impl FnOnce(Option<Arc<V>>) -> V) -> Arc<V> {
+        let cell = {
+            // A panic while holding these locks cannot leave the maps inconsistent (they only
+            // gain empty cells or lose earlier values), so a poisoned lock is safe to use.
+            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(key.clone()).or_default().clone()
+        };
+        cell.get_or_init(|| {
+            let previous = self
+                .previous
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            Arc::new(init(previous))
+        })
+        .clone()
+    }
+
+    /// Every value computed so far, for the next snapshot.
+    pub(super) fn computed(&self) -> Vec<(K, Arc<V>)> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .filter_map(|(k, cell)| Some((k.clone(), cell.get()?.clone())))
+            .collect()
+    }
+}
+
+static LAYER_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// A set of resources of one type, shared by proxies (or a proxy's own), with the names that
+/// differ from the layer it replaced.
+#[derive(Debug)]
+pub struct Layer {
+    set: ResourceSet,
+    /// [`Version::of_set`] of `set`.
+    version: Version,
+    /// Unique in the process.
+    id: u64,
+    /// The layer this one replaced, and the names added, changed or removed since.
+    base: Option<(u64, Vec<Arc<str>>)>,
+}
+
+impl Layer {
+    /// A layer with no predecessor.
+    pub(crate) fn new(set: ResourceSet) -> Arc<Self> {
+        Arc::new(Self {
+            version: Version::of_set(set.values().map(|r| &**r)),
+            id: LAYER_IDS.fetch_add(1, Ordering::Relaxed),
+            base: None,
+            set,
+        })
+    }
+
+    /// The layer replacing `previous`: `previous` itself when `set` holds the same resources.
+    pub(crate) fn after(previous: Option<&Arc<Layer>>, set: ResourceSet) -> Arc<Self> {
+        let Some(previous) = previous else {
+            return Self::new(set);
+        };
+        let changed = differing(&previous.set, &set);
+        if changed.is_empty() {
+            return previous.clone();
+        }
+        Arc::new(Self {
+            version: Version::of_set(set.values().map(|r| &**r)),
+            id: LAYER_IDS.fetch_add(1, Ordering::Relaxed),
+            base: Some((previous.id, changed)),
+            set,
+        })
+    }
+
+    /// The resources, by name.
+    pub fn set(&self) -> &ResourceSet {
+        &self.set
+    }
+
+    /// The hash of every name and version in the layer.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The names that may differ from `earlier`: none when it is this layer, the recorded
+    /// ones when this layer replaced it, `None` when the two are unrelated (compare all).
+    pub fn changed_since(&self, earlier: &Layer) -> Option<&[Arc<str>]> {
+        if self.id == earlier.id || self.version == earlier.version {
+            return Some(&[]);
+        }
+        match &self.base {
+            Some((id, names)) if *id == earlier.id => Some(names),
+            _ => None,
+        }
+    }
+}
+
+/// Names in one set and not the other, or in both with different content. Both sets are in
+/// name order, so one walk finds them.
+pub(crate) fn differing(a: &ResourceSet, b: &ResourceSet) -> Vec<Arc<str>> {
+    let same = |x: &Arc<Resource>, y: &Arc<Resource>| Arc::ptr_eq(x, y) || x.version == y.version;
+    let mut out = Vec::new();
+    let mut a = a.iter().peekable();
+    let mut b = b.iter().peekable();
+    loop {
+        match (a.peek(), b.peek()) {
+            (None, None) => return out,
+            (Some((name, _)), None) => {
+                out.push((*name).clone());
+                a.next();
+            }
+            (None, Some((name, _))) => {
+                out.push((*name).clone());
+                b.next();
+            }
+            (Some((na, ra)), Some((nb, rb))) => match na.cmp(nb) {
+                std::cmp::Ordering::Less => {
+                    out.push((*na).clone());
+                    a.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    out.push((*nb).clone());
+                    b.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if !same(ra, rb) {
+                        out.push((*na).clone());
+                    }
+                    a.next();
+                    b.next();
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xds::pb::cluster::Cluster;
+    use crate::xds::resource::insert;
+
+    fn cluster(name: &str, timeout_ms: u32) -> Resource {
+        let message = Cluster {
+            name: name.into(),
+            alt_stat_name: format!("{name}-{timeout_ms}"),
+            ..Default::default()
+        };
+        Resource::encode(name, &message)
+    }
+
+    fn set(items: &[(&str, u32)]) -> ResourceSet {
+        let mut set = ResourceSet::new();
+        for (name, n) in items {
+            insert(&mut set, cluster(name, *n));
+        }
+        set
+    }
+
+    #[test]
+    fn a_layer_names_what_differs_from_the_one_it_replaced() {
+        let first = Layer::new(set(&[("a", 1), ("b", 1), ("c", 1)]));
+        let same = Layer::after(Some(&first), set(&[("a", 1), ("b", 1), ("c", 1)]));
+        assert!(Arc::ptr_eq(&first, &same), "equal content keeps the layer");
+        let second = Layer::after(Some(&first), set(&[("a", 1), ("b", 2), ("d", 1)]));
+        let names: Vec<&str> = second
+            .changed_since(&first)
+            .expect("second replaced first")
+            .iter()
+            .map(|n| &**n)
+            .collect();
+        assert_eq!(names, ["b", "c", "d"]);
+        assert_eq!(second.changed_since(&second), Some(&[][..]));
+        let third = Layer::after(Some(&second), set(&[("a", 2), ("b", 2), ("d", 1)]));
+        assert_eq!(
+            third.changed_since(&first),
+            None,
+            "two steps back is unknown"
+        );
+        let unrelated = Layer::new(set(&[("a", 1), ("b", 1), ("c", 1)]));
+        assert_eq!(
+            unrelated.changed_since(&first),
+            Some(&[][..]),
+            "equal content"
+        );
+    }
+
+    #[test]
+    fn a_memo_hands_the_previous_value_to_its_computation_once() {
+        let memo: Memo<&str, u32> = Memo::after([("a", Arc::new(1))]);
+        let got = memo.get_after("a", |prev| prev.map_or(0, |p| *p + 1));
+        assert_eq!(*got, 2);
+        assert_eq!(*memo.get_after("a", |_| 99), 2, "computed once");
+        assert_eq!(*memo.get_after("b", |prev| prev.map_or(7, |p| *p)), 7);
+        let carried = Memo::carried(memo.computed());
+        assert_eq!(
+            *carried.get("a", || 99),
+            2,
+            "carried values are not computed again"
+        );
+    }
+}
