@@ -11,34 +11,35 @@ mod delta;
 mod protocol;
 mod state;
 mod subscription;
+mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::Status;
+use tonic::body::Body;
 
 pub use delta::DeltaState;
 pub use state::{Nack, Outcome, RequestError, StreamState, TypeStatus};
 pub use subscription::Subscription;
+pub use wire::{DeltaResponse, Encoded, SotwResponse};
 
 use self::protocol::Protocol;
+use self::wire::{Method, Requests, ResponseBody};
 
 use crate::aggregate::AggregateHandle;
 use crate::metrics::Metrics;
-use crate::xds::pb::discovery::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
-use crate::xds::pb::discovery::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
 use crate::xds::proxy::{Proxy, ProxyError};
 use crate::xds::{TypeUrl, XdsSnapshot, json};
 
@@ -156,9 +157,11 @@ impl AdsServer {
         Self { inner }
     }
 
-    /// The tonic service to mount.
-    pub fn service(&self) -> AggregatedDiscoveryServiceServer<Self> {
-        AggregatedDiscoveryServiceServer::new(self.clone()).max_decoding_message_size(16 << 20)
+    /// The gRPC service to mount (on a tonic server).
+    pub fn service(&self) -> AdsService {
+        AdsService {
+            server: self.clone(),
+        }
     }
 
     /// The snapshot streams are served from.
@@ -197,18 +200,14 @@ impl AdsServer {
             let resources: Vec<Value> = all
                 .iter()
                 .filter(|r| sub.wants(&r.name))
-                .map(|r| json::any_to_json(&r.any))
+                .map(|r| json::any_to_json(&r.any()))
                 .collect();
             dump[type_name(type_url)] = Value::Array(resources);
         }
         Some(dump)
     }
 
-    async fn serve<P: Protocol>(
-        self,
-        requests: Streaming<P::Request>,
-        tx: mpsc::Sender<Result<P::Response, Status>>,
-    ) {
+    async fn serve<P: Protocol>(self, requests: Requests<P::Request>, tx: Responses) {
         if let Err(err) = self.run::<P>(requests, &tx).await {
             let _ = tx.send(Err(err.into())).await;
         }
@@ -216,8 +215,8 @@ impl AdsServer {
 
     async fn run<P: Protocol>(
         &self,
-        mut requests: Streaming<P::Request>,
-        tx: &mpsc::Sender<Result<P::Response, Status>>,
+        mut requests: Requests<P::Request>,
+        tx: &Responses,
     ) -> Result<(), StreamError> {
         let Ok(Some(first)) = requests.message().await else {
             return Ok(());
@@ -272,7 +271,7 @@ impl AdsServer {
         &self,
         state: &mut P,
         req: &P::Request,
-        tx: &mpsc::Sender<Result<P::Response, Status>>,
+        tx: &Responses,
     ) -> Result<bool, StreamError> {
         let snap = self.current();
         let outcome = state.on_request(req, &snap)?;
@@ -298,11 +297,7 @@ impl AdsServer {
     }
 
     /// Pushes the newest snapshot; false when the client went away.
-    async fn push<P: Protocol>(
-        &self,
-        state: &mut P,
-        tx: &mpsc::Sender<Result<P::Response, Status>>,
-    ) -> bool {
+    async fn push<P: Protocol>(&self, state: &mut P, tx: &Responses) -> bool {
         let snap = self.current();
         let responses = state.on_snapshot(&snap);
         self.send(state, responses, Some(snap.published()), tx)
@@ -314,14 +309,15 @@ impl AdsServer {
         state: &P,
         responses: Vec<P::Response>,
         published: Option<Instant>,
-        tx: &mpsc::Sender<Result<P::Response, Status>>,
+        tx: &Responses,
     ) -> bool {
         let m = &self.inner.metrics;
         let pushed = !responses.is_empty();
         for response in responses {
             let started = Instant::now();
             let summary = P::summary(&response);
-            if let Some(t) = TypeUrl::parse(summary.type_url) {
+            {
+                let t = summary.type_url;
                 let label = Metrics::type_label(t);
                 m.xds_pushes.get_or_create(&label).inc();
                 m.xds_config_size
@@ -340,7 +336,7 @@ impl AdsServer {
                     after_publication: published.map(|p| p.elapsed().as_secs_f64()),
                 };
                 self.record(push);
-                if tx.send(Ok(response)).await.is_err() {
+                if tx.send(Ok(P::encode(&response))).await.is_err() {
                     return false;
                 }
                 m.xds_push_time
@@ -416,27 +412,45 @@ async fn follow(
     }
 }
 
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsServer {
-    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, Status>>;
-    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+/// Where a stream's task sends its encoded responses (and, last, an error status).
+type Responses = mpsc::Sender<Result<Encoded, Status>>;
 
-    async fn stream_aggregated_resources(
-        &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(self.clone().serve::<StreamState>(request.into_inner(), tx));
-        Ok(Response::new(ReceiverStream::new(rx)))
+/// The ADS methods as a service for tonic's router: each call spawns the stream's task and
+/// answers with a body fed by it (see [`wire`] for why this is not tonic's generated server).
+#[derive(Clone)]
+pub struct AdsService {
+    server: AdsServer,
+}
+
+impl tonic::server::NamedService for AdsService {
+    const NAME: &'static str = wire::SERVICE;
+}
+
+impl tower_service::Service<http::Request<Body>> for AdsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
-    async fn delta_aggregated_resources(
-        &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let Some(method) = Method::from_path(request.uri().path()) else {
+            return Box::pin(async { wire::unimplemented() });
+        };
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(self.clone().serve::<DeltaState>(request.into_inner(), tx));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        let server = self.server.clone();
+        let body = request.into_body();
+        match method {
+            Method::Sotw => {
+                tokio::spawn(server.serve::<StreamState>(Requests::new(body), tx));
+            }
+            Method::Delta => {
+                tokio::spawn(server.serve::<DeltaState>(Requests::new(body), tx));
+            }
+        }
+        Box::pin(async move { Ok(wire::response(ResponseBody::new(rx))) })
     }
 }
 

@@ -92,7 +92,7 @@ mod tests {
                 ..Default::default()
             };
             let r = Resource::encode("r", &route);
-            seen.insert(version(&r.any).expect("Route has a descriptor"));
+            seen.insert(version(&r.any()).expect("Route has a descriptor"));
         }
         assert_eq!(seen.len(), 1);
     }

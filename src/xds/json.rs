@@ -66,7 +66,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let v = any_to_json(&r.any);
+        let v = any_to_json(&r.any());
         assert_eq!(v["name"], "x");
         assert_eq!(
             v["@type"],

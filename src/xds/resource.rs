@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use prost::{Message, Name};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -52,42 +53,64 @@ impl fmt::Display for Version {
     }
 }
 
-/// One xDS resource, encoded: its name, its content version and the `Any` that carries it.
+/// One xDS resource, encoded: its name, its content version and the `Any` that carries it,
+/// encoded too. Responses are written from these bytes as they are (see `ads/wire.rs`): every
+/// proxy that receives a resource is sent the same shared bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resource {
     /// Resource name (a cluster, listener or route configuration name).
     pub name: Arc<str>,
     /// Hash of the encoded bytes.
     pub version: Version,
-    /// The encoded message with its type URL.
-    pub any: Any,
+    /// The `Any` holding the message, encoded.
+    encoded: Bytes,
 }
 
 impl Resource {
     /// Encodes a message. The only place wayfinder serializes a resource.
     pub fn encode<M: Message + Name>(name: impl Into<Arc<str>>, message: &M) -> Self {
         let value = message.encode_to_vec();
-        Self {
-            name: name.into(),
-            version: Version::of_bytes(&value),
-            any: Any {
+        let version = Version::of_bytes(&value);
+        Self::from_any(
+            name.into(),
+            version,
+            &Any {
                 type_url: M::type_url(),
                 value,
             },
-        }
+        )
     }
-}
 
-impl Resource {
     /// Encodes a message that may hold a protobuf map with several entries, whose bytes vary
     /// with map order: its version is computed from a canonical walk of its content instead
     /// (see `canonical.rs`).
     pub fn encode_unordered<M: Message + Name>(name: impl Into<Arc<str>>, message: &M) -> Self {
-        let mut resource = Self::encode(name, message);
-        if let Some(version) = crate::xds::canonical::version(&resource.any) {
-            resource.version = version;
+        let any = Any {
+            type_url: M::type_url(),
+            value: message.encode_to_vec(),
+        };
+        let version =
+            crate::xds::canonical::version(&any).unwrap_or_else(|| Version::of_bytes(&any.value));
+        Self::from_any(name.into(), version, &any)
+    }
+
+    fn from_any(name: Arc<str>, version: Version, any: &Any) -> Self {
+        Self {
+            name,
+            version,
+            encoded: Bytes::from(any.encode_to_vec()),
         }
-        resource
+    }
+
+    /// The `Any` holding the message (a copy, for debug pages and tests).
+    pub fn any(&self) -> Any {
+        // These bytes were encoded from an `Any` by `from_any`, so they decode.
+        Any::decode(self.encoded.clone()).unwrap_or_default()
+    }
+
+    /// The `Any` holding the message, encoded: what responses carry.
+    pub fn encoded(&self) -> &Bytes {
+        &self.encoded
     }
 }
 

@@ -97,12 +97,12 @@ fn render(snap: &XdsSnapshot, proxy: &Proxy, t: TypeUrl, names: &[&str]) -> Valu
     let requested: BTreeSet<Arc<str>> = names.iter().map(|n| Arc::from(*n)).collect();
     let all = snap.resources(proxy, t, &requested);
     let list: Vec<Value> = if names.is_empty() {
-        all.iter().map(|r| json::any_to_json(&r.any)).collect()
+        all.iter().map(|r| json::any_to_json(&r.any())).collect()
     } else {
         names
             .iter()
             .filter_map(|n| all.get(n))
-            .map(|r| json::any_to_json(&r.any))
+            .map(|r| json::any_to_json(&r.any()))
             .collect()
     };
     Value::Array(list)

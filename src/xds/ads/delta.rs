@@ -25,12 +25,10 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::state::{Nack, Outcome, RequestError, TypeStatus, now, push_in_order};
 use super::subscription::Subscription;
+use super::wire::DeltaResponse;
 use crate::xds::TypeUrl;
 use crate::xds::generate::{Layer, Resources, XdsSnapshot};
-use crate::xds::pb::core::ControlPlane;
-use crate::xds::pb::discovery::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource as DeltaResource,
-};
+use crate::xds::pb::discovery::DeltaDiscoveryRequest;
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, Version};
 
@@ -163,7 +161,7 @@ impl DeltaState {
         &mut self,
         req: &DeltaDiscoveryRequest,
         snap: &XdsSnapshot,
-    ) -> Result<Outcome<DeltaDiscoveryResponse>, RequestError> {
+    ) -> Result<Outcome<DeltaResponse>, RequestError> {
         if req.type_url.is_empty() {
             return Err(RequestError::NoTypeUrl);
         }
@@ -240,7 +238,7 @@ impl DeltaState {
     }
 
     /// Pushes what a new snapshot changed, in make-before-break order.
-    pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaDiscoveryResponse> {
+    pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaResponse> {
         let served: BTreeSet<TypeUrl> = self.types.keys().copied().collect();
         push_in_order(&served, |type_url, forced| {
             self.build(type_url, snap, forced, Build::Snapshot)
@@ -256,7 +254,7 @@ impl DeltaState {
         snap: &XdsSnapshot,
         forced: &BTreeSet<Arc<str>>,
         build: Build,
-    ) -> Option<(DeltaDiscoveryResponse, BTreeSet<Arc<str>>)> {
+    ) -> Option<(DeltaResponse, BTreeSet<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
         let respond = matches!(build, Build::Request { respond: true });
@@ -282,16 +280,13 @@ impl DeltaState {
         state.nonce = Some(nonce.clone());
         state.sent_version = Some(version.clone());
         state.responses += 1;
-        let response = DeltaDiscoveryResponse {
+        let response = DeltaResponse {
             system_version_info: version,
             resources,
-            type_url: type_url.as_str().to_string(),
-            removed_resources: removed.iter().map(|n| n.to_string()).collect(),
+            removed: removed.into_iter().collect(),
+            type_url,
             nonce,
-            control_plane: Some(ControlPlane {
-                identifier: self.identifier.to_string(),
-            }),
-            ..Default::default()
+            identifier: self.identifier.clone(),
         };
         Some((response, changed))
     }
@@ -308,7 +303,7 @@ enum Build {
 
 /// What one build sends: resources, the names whose content the client did not have, and the
 /// names removed.
-type Changes = (Vec<DeltaResource>, BTreeSet<Arc<str>>, BTreeSet<Arc<str>>);
+type Changes = (Vec<Arc<Resource>>, BTreeSet<Arc<str>>, BTreeSet<Arc<str>>);
 
 /// Compares every resource the subscription covers with what the client holds.
 fn everything(state: &mut TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -> Changes {
@@ -326,7 +321,7 @@ fn everything(state: &mut TypeState, all: &Resources, forced: &BTreeSet<Arc<str>
             if is_new {
                 changed.insert(r.name.clone());
             }
-            resources.push(delta_resource(r));
+            resources.push(Arc::clone(r));
             state.held.insert(r.name.clone(), Some(r.version));
         }
     }
@@ -371,7 +366,7 @@ fn changes(
                     if is_new {
                         changed.insert(r.name.clone());
                     }
-                    resources.push(delta_resource(r));
+                    resources.push(Arc::clone(r));
                     state.held.insert(r.name.clone(), Some(r.version));
                 }
             }
@@ -383,13 +378,4 @@ fn changes(
         }
     }
     (resources, changed, removed)
-}
-
-fn delta_resource(r: &Resource) -> DeltaResource {
-    DeltaResource {
-        name: r.name.to_string(),
-        version: r.version.to_string(),
-        resource: Some(r.any.clone()),
-        ..Default::default()
-    }
 }

@@ -4,17 +4,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::wire::{DeltaResponse, Encoded, SotwResponse};
 use super::{DeltaState, Outcome, RequestError, StreamState, TypeStatus};
 use crate::xds::pb::core::Node;
-use crate::xds::pb::discovery::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
+use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 use crate::xds::proxy::Proxy;
 use crate::xds::{TypeUrl, XdsSnapshot};
 
 /// A response in the few words logs and metrics need.
 pub(super) struct Summary<'a> {
-    pub(super) type_url: &'a str,
+    pub(super) type_url: TypeUrl,
     pub(super) version: &'a str,
     pub(super) nonce: &'a str,
     pub(super) resources: usize,
@@ -32,6 +31,7 @@ pub(super) trait Protocol: Send + Sized + 'static {
     fn node(req: &Self::Request) -> Option<&Node>;
     fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
     fn summary(response: &Self::Response) -> Summary<'_>;
+    fn encode(response: &Self::Response) -> Encoded;
     fn proxy(&self) -> &Arc<Proxy>;
     fn status(&self) -> BTreeMap<TypeUrl, TypeStatus>;
     fn on_request(
@@ -44,7 +44,7 @@ pub(super) trait Protocol: Send + Sized + 'static {
 
 impl Protocol for StreamState {
     type Request = DiscoveryRequest;
-    type Response = DiscoveryResponse;
+    type Response = SotwResponse;
     const VARIANT: &'static str = "sotw";
     fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
         StreamState::new(proxy, identifier)
@@ -55,15 +55,18 @@ impl Protocol for StreamState {
     fn request_type_and_nonce(req: &DiscoveryRequest) -> (&str, &str) {
         (&req.type_url, &req.response_nonce)
     }
-    fn summary(r: &DiscoveryResponse) -> Summary<'_> {
+    fn summary(r: &SotwResponse) -> Summary<'_> {
         Summary {
-            type_url: &r.type_url,
+            type_url: r.type_url,
             version: &r.version_info,
             nonce: &r.nonce,
             resources: r.resources.len(),
             removed: 0,
-            bytes: r.resources.iter().map(|a| a.value.len()).sum(),
+            bytes: r.bytes(),
         }
+    }
+    fn encode(r: &SotwResponse) -> Encoded {
+        r.encode()
     }
     fn proxy(&self) -> &Arc<Proxy> {
         StreamState::proxy(self)
@@ -78,14 +81,14 @@ impl Protocol for StreamState {
     ) -> Result<Outcome, RequestError> {
         StreamState::on_request(self, req, snap)
     }
-    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DiscoveryResponse> {
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<SotwResponse> {
         StreamState::on_snapshot(self, snap)
     }
 }
 
 impl Protocol for DeltaState {
     type Request = DeltaDiscoveryRequest;
-    type Response = DeltaDiscoveryResponse;
+    type Response = DeltaResponse;
     const VARIANT: &'static str = "delta";
     fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
         DeltaState::new(proxy, identifier)
@@ -96,16 +99,18 @@ impl Protocol for DeltaState {
     fn request_type_and_nonce(req: &DeltaDiscoveryRequest) -> (&str, &str) {
         (&req.type_url, &req.response_nonce)
     }
-    fn summary(r: &DeltaDiscoveryResponse) -> Summary<'_> {
-        let bytes = r.resources.iter().filter_map(|x| x.resource.as_ref());
+    fn summary(r: &DeltaResponse) -> Summary<'_> {
         Summary {
-            type_url: &r.type_url,
+            type_url: r.type_url,
             version: &r.system_version_info,
             nonce: &r.nonce,
             resources: r.resources.len(),
-            removed: r.removed_resources.len(),
-            bytes: bytes.map(|a| a.value.len()).sum(),
+            removed: r.removed.len(),
+            bytes: r.bytes(),
         }
+    }
+    fn encode(r: &DeltaResponse) -> Encoded {
+        r.encode()
     }
     fn proxy(&self) -> &Arc<Proxy> {
         DeltaState::proxy(self)
@@ -117,10 +122,10 @@ impl Protocol for DeltaState {
         &mut self,
         req: &DeltaDiscoveryRequest,
         snap: &XdsSnapshot,
-    ) -> Result<Outcome<DeltaDiscoveryResponse>, RequestError> {
+    ) -> Result<Outcome<DeltaResponse>, RequestError> {
         DeltaState::on_request(self, req, snap)
     }
-    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaDiscoveryResponse> {
+    fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaResponse> {
         DeltaState::on_snapshot(self, snap)
     }
 }

@@ -27,10 +27,10 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::subscription::Subscription;
+use super::wire::SotwResponse;
 use crate::xds::TypeUrl;
 use crate::xds::generate::{Layer, Resources, XdsSnapshot};
-use crate::xds::pb::core::ControlPlane;
-use crate::xds::pb::discovery::{DiscoveryRequest, DiscoveryResponse};
+use crate::xds::pb::discovery::DiscoveryRequest;
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, Version};
 
@@ -44,7 +44,7 @@ pub enum RequestError {
 
 /// What a request amounted to, for logs and metrics.
 #[derive(Debug, PartialEq)]
-pub struct Outcome<R = DiscoveryResponse> {
+pub struct Outcome<R = SotwResponse> {
     /// Responses to send, in order.
     pub responses: Vec<R>,
     /// The request carried a nonce other than the latest sent and was ignored.
@@ -255,7 +255,7 @@ impl StreamState {
     }
 
     /// Pushes what a new snapshot changed, in make-before-break order.
-    pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DiscoveryResponse> {
+    pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<SotwResponse> {
         let served: BTreeSet<TypeUrl> = self.types.keys().copied().collect();
         push_in_order(&served, |type_url, forced| {
             self.build(type_url, snap, Mode::Snapshot(forced))
@@ -269,7 +269,7 @@ impl StreamState {
         type_url: TypeUrl,
         snap: &XdsSnapshot,
         mode: Mode<'_>,
-    ) -> Option<(DiscoveryResponse, BTreeSet<Arc<str>>)> {
+    ) -> Option<(SotwResponse, BTreeSet<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
         // Comparing layers is far cheaper than comparing resources name by name with what the
@@ -353,7 +353,7 @@ impl StreamState {
         names: BTreeSet<Arc<str>>,
         forced: &BTreeSet<Arc<str>>,
         version: Version,
-    ) -> Option<(DiscoveryResponse, BTreeSet<Arc<str>>)> {
+    ) -> Option<(SotwResponse, BTreeSet<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
         let mut send = Vec::new();
         let mut changed = BTreeSet::new();
@@ -391,7 +391,7 @@ impl StreamState {
         type_url: TypeUrl,
         send: &[&Arc<Resource>],
         version: Version,
-    ) -> DiscoveryResponse {
+    ) -> SotwResponse {
         self.nonces += 1;
         let nonce = self.nonces.to_string();
         let version = version.to_string();
@@ -400,15 +400,12 @@ impl StreamState {
             state.sent_version = Some(version.clone());
             state.responses += 1;
         }
-        DiscoveryResponse {
+        SotwResponse {
             version_info: version,
-            resources: send.iter().map(|r| r.any.clone()).collect(),
-            type_url: type_url.as_str().to_string(),
+            resources: send.iter().map(|r| Arc::clone(r)).collect(),
+            type_url,
             nonce,
-            control_plane: Some(ControlPlane {
-                identifier: self.identifier.to_string(),
-            }),
-            ..Default::default()
+            identifier: self.identifier.clone(),
         }
     }
 }

@@ -7,6 +7,7 @@ use super::{DeltaState, StreamState};
 use crate::xds::XdsSnapshot;
 use crate::xds::fixtures::{DOMAIN, endpoints_changed, model, sidecar};
 use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
+use crate::xds::resource::Resource;
 use crate::xds::types::TypeUrl;
 
 const SVC_0: &str = "outbound|8080||svc-0.default.svc.cluster.local";
@@ -22,16 +23,14 @@ fn eds(names: &[&str], nonce: &str) -> DiscoveryRequest {
     }
 }
 
-/// The cluster names of the assignments in a response.
-fn names(any: &[crate::xds::pb::protobuf::Any]) -> Vec<String> {
-    use prost::Message;
-    any.iter()
-        .map(|a| {
-            crate::xds::pb::endpoint::ClusterLoadAssignment::decode(&*a.value)
-                .expect("an assignment")
-                .cluster_name
-        })
-        .collect()
+/// Names, as strings.
+fn names_of(names: &[Arc<str>]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+/// The names of the resources in a response.
+fn names(resources: &[Arc<Resource>]) -> Vec<String> {
+    resources.iter().map(|r| r.name.to_string()).collect()
 }
 
 #[test]
@@ -80,7 +79,7 @@ fn delta_an_endpoint_change_sends_the_one_assignment_and_a_removal_is_named() {
     assert_eq!(pushed.len(), 1);
     let sent: Vec<&str> = pushed[0].resources.iter().map(|r| &*r.name).collect();
     assert_eq!(sent, [SVC_1]);
-    assert!(pushed[0].removed_resources.is_empty());
+    assert!(pushed[0].removed.is_empty());
     assert_ne!(
         pushed[0].system_version_info,
         out.responses[0].system_version_info
@@ -99,5 +98,5 @@ fn delta_an_endpoint_change_sends_the_one_assignment_and_a_removal_is_named() {
     let pushed = state.on_snapshot(&third);
     assert_eq!(pushed.len(), 1);
     assert!(pushed[0].resources.is_empty());
-    assert_eq!(pushed[0].removed_resources, [SVC_1]);
+    assert_eq!(names_of(&pushed[0].removed), [SVC_1]);
 }
