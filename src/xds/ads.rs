@@ -8,6 +8,7 @@
 //! newest), so a slow or stuck client never delays the others or the aggregate.
 
 mod delta;
+mod held;
 mod protocol;
 mod state;
 mod subscription;

@@ -18,16 +18,15 @@
 //!   timer ends quickly; a new snapshot pushes clusters, endpoints, listeners, routes in that
 //!   order and re-sends the endpoints of every cluster it changed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use xxhash_rust::xxh3::Xxh3;
-
+use super::held::{Held, Holding};
 use super::state::{Nack, Outcome, RequestError, TypeStatus, now, push_in_order};
 use super::subscription::Subscription;
 use super::wire::DeltaResponse;
 use crate::xds::TypeUrl;
-use crate::xds::generate::{Layer, Resources, XdsSnapshot};
+use crate::xds::generate::{Resources, XdsSnapshot};
 use crate::xds::pb::discovery::DeltaDiscoveryRequest;
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, Version};
@@ -44,73 +43,10 @@ struct TypeState {
     acked_version: Option<String>,
     last_nack: Option<Nack>,
     responses: u64,
-    /// What the client holds as far as the server knows.
+    /// What the client holds as far as the server knows (see the state-of-the-world twin).
     held: Held,
-    /// The layers of the last build (see the state-of-the-world twin).
-    offered: Vec<Arc<Layer>>,
-}
-
-/// What a client holds of one type: name → version (`None`: a version that is not one of
-/// ours, from `initial_resource_versions`; never equal to a current one), with a hash of the
-/// whole kept up to date as entries come and go, so a response's `system_version_info` costs
-/// nothing to compute.
-#[derive(Debug, Default)]
-struct Held {
-    map: HashMap<Arc<str>, Option<Version>>,
-    hash: u64,
-}
-
-impl Held {
-    fn entry_hash(name: &str, version: Option<Version>) -> u64 {
-        let mut hasher = Xxh3::new();
-        hasher.update(name.as_bytes());
-        hasher.update(&[0]);
-        hasher.update(&version.map_or(0, |v| v.0).to_le_bytes());
-        hasher.digest()
-    }
-
-    fn get(&self, name: &str) -> Option<&Option<Version>> {
-        self.map.get(name)
-    }
-
-    fn insert(&mut self, name: Arc<str>, version: Option<Version>) {
-        self.hash ^= Self::entry_hash(&name, version);
-        if let Some(old) = self.map.insert(name.clone(), version) {
-            self.hash ^= Self::entry_hash(&name, old);
-        }
-    }
-
-    /// True when the client held `name`.
-    fn remove(&mut self, name: &str) -> bool {
-        match self.map.remove(name) {
-            Some(old) => {
-                self.hash ^= Self::entry_hash(name, old);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn retain(&mut self, mut keep: impl FnMut(&Arc<str>) -> bool) {
-        let mut hash = self.hash;
-        self.map.retain(|name, version| {
-            let kept = keep(name);
-            if !kept {
-                hash ^= Self::entry_hash(name, *version);
-            }
-            kept
-        });
-        self.hash = hash;
-    }
-
-    fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// A version for everything held (the same set, the same version).
-    fn version(&self) -> String {
-        Version(self.hash).to_string()
-    }
+    /// A hash of the subscription, part of the system version.
+    subscription_version: Version,
 }
 
 /// One delta stream's protocol state.
@@ -149,7 +85,7 @@ impl DeltaState {
                     acked_version: s.acked_version.clone(),
                     last_nack: s.last_nack.clone(),
                     responses: s.responses,
-                    resources: s.held.len(),
+                    resources: s.held.count(&s.subscription),
                 };
                 (*t, status)
             })
@@ -195,9 +131,8 @@ impl DeltaState {
         if first {
             state.held = Held::default();
             for (name, version) in &req.initial_resource_versions {
-                state
-                    .held
-                    .insert(Arc::from(name.as_str()), Version::parse(version));
+                let holding = Version::parse(version).map_or(Holding::Foreign, Holding::At);
+                state.held.set(Arc::from(name.as_str()), holding);
             }
         }
         let subscribe = &req.resource_names_subscribe;
@@ -225,10 +160,10 @@ impl DeltaState {
         for name in unsubscribe {
             if state.subscription.wants(name) {
                 forced.insert(name.as_str().into());
-            } else {
-                state.held.remove(name.as_str());
             }
         }
+        state.held.drop_unwanted(&state.subscription);
+        state.subscription_version = state.subscription.version();
         let wildcard_added = state.subscription.wildcard && !before.wildcard;
         let respond = first || wildcard_added;
         if let Some(response) = self.build(type_url, snap, &forced, Build::Request { respond }) {
@@ -258,25 +193,29 @@ impl DeltaState {
         let state = self.types.get_mut(&type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
         let respond = matches!(build, Build::Request { respond: true });
-        let since = match build {
-            Build::Snapshot if forced.is_empty() && all.same_as(&state.offered) => return None,
-            Build::Snapshot => all.changed_since(&state.offered),
+        let held = &state.held;
+        let candidates = match build {
+            Build::Snapshot if forced.is_empty() && held.is_exact() && all.same_as(held.base()) => {
+                return None;
+            }
+            Build::Snapshot => all.changed_since(held.base()).map(|mut names| {
+                names.extend(held.exceptions().cloned());
+                names.extend(forced.iter().cloned());
+                names
+            }),
             Build::Request { .. } => None,
         };
-        state.offered = all.layers().to_vec();
-        let (resources, changed, removed) = match since {
-            Some(mut names) => {
-                names.extend(forced.iter().cloned());
-                changes(state, &all, &names, forced)
-            }
+        let (resources, changed, removed) = match candidates {
+            Some(names) => changes(state, &all, &names, forced),
             None => everything(state, &all, forced),
         };
+        state.held.rebase(all.layers());
         if resources.is_empty() && removed.is_empty() && !respond {
             return None;
         }
         self.nonces += 1;
         let nonce = self.nonces.to_string();
-        let version = state.held.version();
+        let version = state.held.version(state.subscription_version).to_string();
         state.nonce = Some(nonce.clone());
         state.sent_version = Some(version.clone());
         state.responses += 1;
@@ -306,8 +245,8 @@ enum Build {
 type Changes = (Vec<Arc<Resource>>, BTreeSet<Arc<str>>, BTreeSet<Arc<str>>);
 
 /// Compares every resource the subscription covers with what the client holds.
-fn everything(state: &mut TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -> Changes {
-    let sub = &state.subscription;
+fn everything(state: &TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -> Changes {
+    let (sub, held) = (&state.subscription, &state.held);
     let mut resources = Vec::new();
     let mut changed = BTreeSet::new();
     let wanted: Vec<_> = if sub.wildcard {
@@ -315,14 +254,13 @@ fn everything(state: &mut TypeState, all: &Resources, forced: &BTreeSet<Arc<str>
     } else {
         sub.names.iter().filter_map(|n| all.get(n)).collect()
     };
-    for r in &wanted {
-        let is_new = state.held.get(&r.name) != Some(&Some(r.version));
+    for r in wanted {
+        let is_new = !held.holds(r, sub);
         if is_new || forced.contains(&r.name) {
             if is_new {
                 changed.insert(r.name.clone());
             }
-            resources.push(Arc::clone(r));
-            state.held.insert(r.name.clone(), Some(r.version));
+            resources.push(r.clone());
         }
     }
     // Held but gone (or never there, for a name just asked for); held but no longer wanted is
@@ -332,46 +270,38 @@ fn everything(state: &mut TypeState, all: &Resources, forced: &BTreeSet<Arc<str>
         .filter(|n| sub.wants(n) && all.get(n).is_none())
         .cloned()
         .collect();
-    state.held.retain(|name| {
-        if !sub.wants(name) {
-            return false;
-        }
-        if all.get(name).is_none() {
-            removed.insert(name.clone());
-            return false;
-        }
-        true
-    });
+    removed.extend(
+        held.names(sub)
+            .into_iter()
+            .filter(|n| sub.wants(n) && all.get(n).is_none()),
+    );
     (resources, changed, removed)
 }
 
-/// Compares only `names` (those the new layers changed, and the forced ones).
+/// Compares only `names` (those the new layers changed, the exceptions and the forced ones).
 fn changes(
-    state: &mut TypeState,
+    state: &TypeState,
     all: &Resources,
     names: &BTreeSet<Arc<str>>,
     forced: &BTreeSet<Arc<str>>,
 ) -> Changes {
+    let (sub, held) = (&state.subscription, &state.held);
     let mut resources = Vec::new();
     let mut changed = BTreeSet::new();
     let mut removed = BTreeSet::new();
-    for name in names {
-        if !state.subscription.wants(name) {
-            continue;
-        }
+    for name in names.iter().filter(|n| sub.wants(n)) {
         match all.get(name) {
             Some(r) => {
-                let is_new = state.held.get(name) != Some(&Some(r.version));
+                let is_new = !held.holds(r, sub);
                 if is_new || forced.contains(name) {
                     if is_new {
                         changed.insert(r.name.clone());
                     }
-                    resources.push(Arc::clone(r));
-                    state.held.insert(r.name.clone(), Some(r.version));
+                    resources.push(r.clone());
                 }
             }
             None => {
-                if state.held.remove(name) || forced.contains(name) {
+                if held.get(name, sub) != Holding::Nothing || forced.contains(name) {
                     removed.insert(name.clone());
                 }
             }

@@ -20,16 +20,17 @@
 //!   endpoints arrive again);
 //! - versions are content hashes: the response version is the hash of the subscribed set.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::held::{Held, Holding};
 use super::subscription::Subscription;
 use super::wire::SotwResponse;
 use crate::xds::TypeUrl;
-use crate::xds::generate::{Layer, Resources, XdsSnapshot};
+use crate::xds::generate::{Resources, XdsSnapshot};
 use crate::xds::pb::discovery::DiscoveryRequest;
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, Version};
@@ -94,12 +95,10 @@ struct TypeState {
     pub last_nack: Option<Nack>,
     /// Responses sent.
     pub responses: u64,
-    /// Resources the client holds as far as the server knows, with their versions.
-    sent: HashMap<Arc<str>, Version>,
-    /// The layers of the last build that looked at every resource the proxy may receive: a
-    /// snapshot that offers the same needs no look at each resource, and one whose layers
-    /// replaced these needs a look only at the names they changed.
-    offered: Vec<Arc<Layer>>,
+    /// What the client holds as far as the server knows: a snapshot whose layers are the
+    /// held ones needs no look at each resource, and one whose layers replaced them needs a
+    /// look only at the names they changed.
+    held: Held,
     /// A hash of the subscription, part of every response version.
     subscription_version: Version,
 }
@@ -133,7 +132,7 @@ impl TypeState {
             acked_version: self.acked_version.clone(),
             last_nack: self.last_nack.clone(),
             responses: self.responses,
-            resources: self.sent.len(),
+            resources: self.held.count(&self.subscription),
         }
     }
 }
@@ -233,11 +232,16 @@ impl StreamState {
             return Ok(outcome);
         }
         state.subscription_version = state.subscription.version();
-        // A client drops what it no longer subscribes to; forget that it had it, so that a
-        // later subscription gets it again and a full-state type is compared on what remains.
-        let subscription = &state.subscription;
-        state.sent.retain(|name, _| subscription.wants(name));
-        let mode = if first {
+        // A client drops what it no longer subscribes to, and holds nothing yet under a name
+        // it just asked for (whatever older layers had under it).
+        state.held.drop_unwanted(&state.subscription);
+        for name in state.subscription.names.iter() {
+            if !before.wants(name) {
+                state.held.set(name.clone(), Holding::Nothing);
+            }
+        }
+        let wildcard_added = state.subscription.wildcard && !before.wildcard;
+        let mode = if first || (wildcard_added && !type_url.is_full_state()) {
             Mode::Initial
         } else {
             Mode::Added(added(
@@ -272,114 +276,88 @@ impl StreamState {
     ) -> Option<(SotwResponse, BTreeSet<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
-        // Comparing layers is far cheaper than comparing resources name by name with what the
-        // client holds; an endpoint-only change leaves clusters, listeners and routes alone,
-        // and the endpoints layer names the few assignments it changed.
-        let since = match &mode {
-            Mode::Snapshot(forced) if forced.is_empty() && all.same_as(&state.offered) => {
-                return None;
-            }
-            Mode::Snapshot(_) if !type_url.is_full_state() => all.changed_since(&state.offered),
-            _ => None,
-        };
-        // A request adding names to an incremental type sends only those: the others keep
-        // what they had, so the next snapshot still compares with the layers they came from.
-        if !matches!(mode, Mode::Added(_)) || type_url.is_full_state() {
-            state.offered = all.layers().to_vec();
-        }
         let version = response_version(&all, state.subscription_version);
-        if let (Some(names), Mode::Snapshot(forced)) = (since, &mode) {
-            return self.build_changes(type_url, &all, names, forced, version);
-        }
-        let state = self.types.get_mut(&type_url)?;
-        let desired = desired(&state.subscription, &all);
-        let is_new = |r: &Arc<Resource>| state.sent.get(&r.name) != Some(&r.version);
-        let send: Vec<&Arc<Resource>> = if type_url.is_full_state() {
-            let respond = match &mode {
-                Mode::Initial => true,
-                Mode::Added(names) => !names.is_empty(),
-                Mode::Snapshot(_) => {
-                    desired.len() != state.sent.len() || desired.iter().any(|r| is_new(r))
+        let none = BTreeSet::new();
+        let forced = match &mode {
+            Mode::Snapshot(forced) => *forced,
+            _ => &none,
+        };
+        // The names to look at (`None`: all). Comparing layers is far cheaper than comparing
+        // resources with what the client holds: an endpoint-only change leaves clusters,
+        // listeners and routes alone, and the endpoints layer names the assignments it changed.
+        let candidates = match &mode {
+            Mode::Initial => None,
+            Mode::Added(names) => Some(names.clone()),
+            Mode::Snapshot(_) => {
+                let held = &state.held;
+                if forced.is_empty() && held.is_exact() && all.same_as(held.base()) {
+                    return None;
+                }
+                all.changed_since(held.base()).map(|mut names| {
+                    names.extend(held.exceptions().cloned());
+                    names.extend(forced.iter().cloned());
+                    names
+                })
+            }
+        };
+        let (sub, held) = (&state.subscription, &mut state.held);
+        let send: Vec<Arc<Resource>> = if type_url.is_full_state() {
+            let differs = |names: &BTreeSet<Arc<str>>| {
+                names.iter().filter(|n| sub.wants(n)).any(|n| {
+                    let current = all
+                        .get(n)
+                        .map_or(Holding::Nothing, |r| Holding::At(r.version));
+                    held.get(n, sub) != current
+                })
+            };
+            let desired = desired(sub, &all);
+            let respond = match (&mode, &candidates) {
+                (Mode::Initial, _) => true,
+                (Mode::Added(names), _) => !names.is_empty(),
+                (Mode::Snapshot(_), Some(names)) => differs(names),
+                (Mode::Snapshot(_), None) => {
+                    desired.len() != held.names(sub).len()
+                        || desired.iter().any(|r| !held.holds(r, sub))
                 }
             };
             if !respond {
+                held.rebase(all.layers());
                 return None;
             }
-            desired.clone()
+            desired.into_iter().cloned().collect()
         } else {
-            let send: Vec<_> = desired
-                .iter()
-                .copied()
-                .filter(|r| match &mode {
-                    Mode::Initial => true,
-                    Mode::Added(names) => names.contains(&r.name),
-                    Mode::Snapshot(forced) => is_new(r) || forced.contains(&r.name),
-                })
-                .collect();
-            if send.is_empty() {
-                return None;
-            }
-            send
+            let added = matches!(mode, Mode::Added(_));
+            let looked_at: Vec<&Arc<Resource>> = match &candidates {
+                Some(names) => names
+                    .iter()
+                    .filter(|n| sub.wants(n))
+                    .filter_map(|n| all.get(n))
+                    .collect(),
+                None => desired(sub, &all),
+            };
+            looked_at
+                .into_iter()
+                .filter(|r| added || !held.holds(r, sub) || forced.contains(&r.name))
+                .cloned()
+                .collect()
         };
         let changed: BTreeSet<Arc<str>> = send
             .iter()
-            .filter(|r| is_new(r))
+            .filter(|r| !held.holds(r, sub))
             .map(|r| r.name.clone())
             .collect();
-        if type_url.is_full_state() {
-            state.sent = desired
-                .iter()
-                .map(|r| (r.name.clone(), r.version))
-                .collect();
+        if matches!(mode, Mode::Added(_)) && !type_url.is_full_state() {
+            // Only the added names were sent, from this snapshot; the others keep what they
+            // had, so the next snapshot still compares with the layers they came from.
+            for r in &send {
+                held.set(r.name.clone(), Holding::At(r.version));
+            }
         } else {
-            // A set, not a scan of `desired` per name: with a thousand clusters the scan was
-            // a million string comparisons per stream and push.
-            let wanted: HashSet<&str> = desired.iter().map(|r| &*r.name).collect();
-            state.sent.retain(|name, _| wanted.contains(&**name));
-            state
-                .sent
-                .extend(send.iter().map(|r| (r.name.clone(), r.version)));
+            held.rebase(all.layers());
         }
-        Some((self.respond(type_url, &send, version), changed))
-    }
-
-    /// A new snapshot's build for an incremental type (endpoints, routes) whose layers replaced
-    /// the ones the client was brought up to date with: only the names they changed, and the
-    /// `forced` ones, are looked at.
-    fn build_changes(
-        &mut self,
-        type_url: TypeUrl,
-        all: &Resources,
-        names: BTreeSet<Arc<str>>,
-        forced: &BTreeSet<Arc<str>>,
-        version: Version,
-    ) -> Option<(SotwResponse, BTreeSet<Arc<str>>)> {
-        let state = self.types.get_mut(&type_url)?;
-        let mut send = Vec::new();
-        let mut changed = BTreeSet::new();
-        let mut names = names;
-        names.extend(forced.iter().cloned());
-        for name in &names {
-            if !state.subscription.wants(name) {
-                continue;
-            }
-            match all.get(name) {
-                Some(r) => {
-                    let is_new = state.sent.get(&r.name) != Some(&r.version);
-                    if is_new || forced.contains(name) {
-                        if is_new {
-                            changed.insert(r.name.clone());
-                        }
-                        state.sent.insert(r.name.clone(), r.version);
-                        send.push(r);
-                    }
-                }
-                None => {
-                    state.sent.remove(name);
-                }
-            }
-        }
-        if send.is_empty() {
+        // An empty full-state response deletes everything, and answers a first request for
+        // names that do not exist; an empty incremental one says nothing.
+        if send.is_empty() && !type_url.is_full_state() {
             return None;
         }
         Some((self.respond(type_url, &send, version), changed))
@@ -389,7 +367,7 @@ impl StreamState {
     fn respond(
         &mut self,
         type_url: TypeUrl,
-        send: &[&Arc<Resource>],
+        send: &[Arc<Resource>],
         version: Version,
     ) -> SotwResponse {
         self.nonces += 1;
@@ -402,7 +380,7 @@ impl StreamState {
         }
         SotwResponse {
             version_info: version,
-            resources: send.iter().map(|r| Arc::clone(r)).collect(),
+            resources: send.to_vec(),
             type_url,
             nonce,
             identifier: self.identifier.clone(),

@@ -100,3 +100,30 @@ fn delta_an_endpoint_change_sends_the_one_assignment_and_a_removal_is_named() {
     assert!(pushed[0].resources.is_empty());
     assert_eq!(names_of(&pushed[0].removed), [SVC_1]);
 }
+
+#[test]
+fn sotw_a_removed_cluster_is_pushed_as_the_full_set_without_it() {
+    let first = XdsSnapshot::new(Arc::new(model(2)), DOMAIN);
+    let mut state = StreamState::new(Arc::new(sidecar()), "test".into());
+    let cds = DiscoveryRequest {
+        type_url: TypeUrl::Cluster.as_str().into(),
+        node: Some(Default::default()),
+        ..Default::default()
+    };
+    let out = state.on_request(&cds, &first).expect("a valid request");
+    assert!(names(&out.responses[0].resources).contains(&SVC_1.to_string()));
+    let mut services = first.model().services.clone();
+    services.retain(|k, _| !k.hostname.starts_with("svc-1."));
+    let second_model = crate::snapshot::Snapshot::new(
+        2,
+        services,
+        Vec::new(),
+        Vec::new(),
+        first.model().config.clone(),
+    );
+    let second = XdsSnapshot::next(Arc::new(second_model), DOMAIN, &first);
+    let pushed = state.on_snapshot(&second);
+    assert_eq!(pushed.len(), 1, "{pushed:?}");
+    let sent = names(&pushed[0].resources);
+    assert!(sent.contains(&SVC_0.to_string()) && !sent.contains(&SVC_1.to_string()));
+}
