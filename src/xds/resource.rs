@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use prost::{Message, Name};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::xds::pb::discovery::Resource as DeltaResource;
 use crate::xds::pb::protobuf::Any;
 
 /// A content version: a 64-bit hash of encoded bytes, printed as 16 hex digits.
@@ -56,7 +57,7 @@ impl fmt::Display for Version {
 /// One xDS resource, encoded: its name, its content version and the `Any` that carries it,
 /// encoded too. Responses are written from these bytes as they are (see `ads/wire.rs`): every
 /// proxy that receives a resource is sent the same shared bytes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Resource {
     /// Resource name (a cluster, listener or route configuration name).
     pub name: Arc<str>,
@@ -64,6 +65,15 @@ pub struct Resource {
     pub version: Version,
     /// The `Any` holding the message, encoded.
     encoded: Bytes,
+    /// A delta `Resource` message's fields other than the `Any` (name and version), encoded
+    /// on first use and shared by every delta stream that sends this resource.
+    delta_head: OnceLock<Bytes>,
+}
+
+impl PartialEq for Resource {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.version == other.version && self.encoded == other.encoded
+    }
 }
 
 impl Resource {
@@ -99,7 +109,21 @@ impl Resource {
             name,
             version,
             encoded: Bytes::from(any.encode_to_vec()),
+            delta_head: OnceLock::new(),
         }
+    }
+
+    /// The fields of a delta `Resource` message other than the resource itself: its name and
+    /// version, encoded once.
+    pub fn delta_head(&self) -> &Bytes {
+        self.delta_head.get_or_init(|| {
+            let head = DeltaResource {
+                name: self.name.to_string(),
+                version: self.version.to_string(),
+                ..Default::default()
+            };
+            Bytes::from(head.encode_to_vec())
+        })
     }
 
     /// The `Any` holding the message (a copy, for debug pages and tests).

@@ -46,7 +46,10 @@ const DELTA_PATH: &str =
 pub(super) const MAX_REQUEST: usize = 16 << 20;
 
 /// Resources smaller than this are copied into the surrounding piece; larger ones go out as
-/// pieces of their own (the shared bytes).
+/// pieces of their own (the shared bytes). A response's copied bytes are one allocation,
+/// made when it is queued: cutting them into 16 KiB pieces made as the connection takes them
+/// was tried and measured worse (about 20 MiB more RSS at 2,000 sidecars), since the allocator
+/// keeps small freed blocks in its heaps but returns large ones to the system at once.
 const COPY_BELOW: usize = 512;
 
 /// Which method a request called.
@@ -230,26 +233,14 @@ impl SotwResponse {
 impl DeltaResponse {
     /// The response as gRPC pieces; resources are not copied.
     pub fn encode(&self) -> Encoded {
-        // Each a `Resource` message: name and version by prost, then the `Any` (field 2).
-        let heads: Vec<(Vec<u8>, usize)> = self
-            .resources
-            .iter()
-            .map(|r| {
-                let head = DeltaResource {
-                    name: r.name.to_string(),
-                    version: r.version.to_string(),
-                    ..Default::default()
-                }
-                .encode_to_vec();
-                let len = head.len() + field_len(2, r.encoded().len());
-                (head, len)
-            })
-            .collect();
-        let rest = heads.iter().map(|(_, len)| field_len(2, *len)).sum();
+        // Each a `Resource` message: its name and version (encoded once per resource), then
+        // the `Any` (field 2).
+        let inner = |r: &Resource| r.delta_head().len() + field_len(2, r.encoded().len());
+        let rest = self.resources.iter().map(|r| field_len(2, inner(r))).sum();
         let mut pieces = Pieces::new(&self.head(), rest);
-        for (r, (head, len)) in self.resources.iter().zip(&heads) {
-            pieces.put_field_header(2, *len);
-            pieces.put_small(head);
+        for r in &self.resources {
+            pieces.put_field_header(2, inner(r));
+            pieces.put_small(r.delta_head());
             pieces.put_field_header(2, r.encoded().len());
             pieces.put_shared(r.encoded());
         }
