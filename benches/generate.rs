@@ -14,7 +14,9 @@ use std::sync::Arc;
 use divan::Bencher;
 use wayfinder::aggregate::snapshot_from;
 use wayfinder::snapshot::Snapshot;
+use wayfinder::xds::ads::{DeltaState, SotwResponse, StreamState};
 use wayfinder::xds::pb::core::Node;
+use wayfinder::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 use wayfinder::xds::{Proxy, TypeUrl, XdsSnapshot};
 use wayfinder_registry::{Endpoint, Locality, Protocol, Registration, RegistryId, Service};
 
@@ -27,6 +29,11 @@ const ENDPOINTS: usize = 10;
 
 /// `SERVICES` HTTP services with a VIP, each with `ENDPOINTS` endpoints over three zones.
 fn mesh() -> Vec<(RegistryId, Vec<Registration>)> {
+    mesh_with(0)
+}
+
+/// The mesh, with `extra` more endpoints on the first service.
+fn mesh_with(extra: usize) -> Vec<(RegistryId, Vec<Registration>)> {
     let registrations = (0..SERVICES)
         .map(|i| {
             let mut svc = Service::new(
@@ -36,7 +43,8 @@ fn mesh() -> Vec<(RegistryId, Vec<Registration>)> {
             .with_port("http", 8080, Protocol::Http)
             .with_port("grpc", 9090, Protocol::Grpc);
             svc.addresses = vec![[10, 96, (i / 250) as u8, (i % 250) as u8].into()];
-            let endpoints = (0..ENDPOINTS)
+            let count = ENDPOINTS + if i == 0 { extra } else { 0 };
+            let endpoints = (0..count)
                 .map(|j| {
                     let mut ep = Endpoint::new(format!("10.{}.{}.{}", i / 250, i % 250, j + 1))
                         .with_label("version", "v1");
@@ -109,5 +117,168 @@ fn second_sidecar(bencher: Bencher) {
             .iter()
             .map(|t| black_box(snap.resources(&proxy, *t, &none).len()))
             .sum::<usize>()
+    });
+}
+
+/// The model after `before` in which only the first service's endpoints changed (one more),
+/// sharing every other service and the configuration, as the aggregate builds it.
+fn endpoint_change(before: &Snapshot) -> Snapshot {
+    let changed = snapshot_from(mesh_with(1)).expect("valid");
+    let mut services = before.services.clone();
+    let (key, svc) = changed
+        .services
+        .iter()
+        .find(|(k, _)| k.hostname.starts_with("svc-0."))
+        .expect("svc-0");
+    services.insert(key.clone(), svc.clone());
+    Snapshot::new(
+        before.version + 1,
+        services,
+        Vec::new(),
+        Vec::new(),
+        before.config.clone(),
+    )
+}
+
+/// One endpoint change: the next snapshot reuses the previous one's work, so only the changed
+/// service's resources are generated again (compare with `full_generation`).
+#[divan::bench(sample_count = 20)]
+fn endpoint_change_generation(bencher: Bencher) {
+    let first = XdsSnapshot::new(
+        Arc::new(snapshot_from(mesh()).expect("valid")),
+        "cluster.local",
+    );
+    let proxy = sidecar();
+    let none = BTreeSet::new();
+    for t in TypeUrl::PUSH_ORDER {
+        first.resources(&proxy, t, &none);
+    }
+    let model = Arc::new(endpoint_change(first.model()));
+    bencher.bench(|| {
+        let next = XdsSnapshot::next(model.clone(), "cluster.local", &first);
+        TypeUrl::PUSH_ORDER
+            .iter()
+            .map(|t| black_box(next.resources(&proxy, *t, &none).len()))
+            .sum::<usize>()
+    });
+}
+
+/// A sidecar's requests for every type, state of the world: wildcard clusters and listeners,
+/// every cluster's endpoints and every listener's routes by name.
+fn sotw_requests(snap: &XdsSnapshot, proxy: &Proxy) -> Vec<DiscoveryRequest> {
+    let none = BTreeSet::new();
+    let node = Node {
+        id: proxy.id.to_string(),
+        ..Default::default()
+    };
+    let names = |t: TypeUrl| -> Vec<String> {
+        snap.resources(proxy, t, &none)
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect()
+    };
+    TypeUrl::PUSH_ORDER
+        .iter()
+        .map(|t| DiscoveryRequest {
+            type_url: t.as_str().into(),
+            node: Some(node.clone()),
+            resource_names: match t {
+                TypeUrl::Endpoint | TypeUrl::Route => names(*t),
+                _ => Vec::new(),
+            },
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// What one stream spends on a snapshot with one endpoint change, once the snapshot's
+/// resources exist (another stream generated them): the per-client cost of a push.
+#[divan::bench(sample_count = 50)]
+fn endpoint_change_push_per_stream_sotw(bencher: Bencher) {
+    let first = XdsSnapshot::new(
+        Arc::new(snapshot_from(mesh()).expect("valid")),
+        "cluster.local",
+    );
+    let proxy = Arc::new(sidecar());
+    let requests = sotw_requests(&first, &proxy);
+    let next = XdsSnapshot::next(
+        Arc::new(endpoint_change(first.model())),
+        "cluster.local",
+        &first,
+    );
+    let mut warm = StreamState::new(proxy.clone(), "bench".into());
+    for r in &requests {
+        warm.on_request(r, &first).expect("valid");
+    }
+    warm.on_snapshot(&next);
+    bencher
+        .with_inputs(|| {
+            let mut state = StreamState::new(proxy.clone(), "bench".into());
+            for r in &requests {
+                state.on_request(r, &first).expect("valid");
+            }
+            state
+        })
+        .bench_local_values(|mut state| black_box(state.on_snapshot(&next)));
+}
+
+/// The same for a delta stream.
+#[divan::bench(sample_count = 50)]
+fn endpoint_change_push_per_stream_delta(bencher: Bencher) {
+    let first = XdsSnapshot::new(
+        Arc::new(snapshot_from(mesh()).expect("valid")),
+        "cluster.local",
+    );
+    let proxy = Arc::new(sidecar());
+    let requests: Vec<DeltaDiscoveryRequest> = sotw_requests(&first, &proxy)
+        .into_iter()
+        .map(|r| DeltaDiscoveryRequest {
+            type_url: r.type_url,
+            node: r.node,
+            resource_names_subscribe: r.resource_names,
+            ..Default::default()
+        })
+        .collect();
+    let next = XdsSnapshot::next(
+        Arc::new(endpoint_change(first.model())),
+        "cluster.local",
+        &first,
+    );
+    let mut warm = DeltaState::new(proxy.clone(), "bench".into());
+    for r in &requests {
+        warm.on_request(r, &first).expect("valid");
+    }
+    warm.on_snapshot(&next);
+    bencher
+        .with_inputs(|| {
+            let mut state = DeltaState::new(proxy.clone(), "bench".into());
+            for r in &requests {
+                state.on_request(r, &first).expect("valid");
+            }
+            state
+        })
+        .bench_local_values(|mut state| black_box(state.on_snapshot(&next)));
+}
+
+/// Encoding a response of every cluster (about 2,000), as the server does for each sidecar
+/// that receives the cluster set: the response's own fields, with each resource's shared
+/// bytes referenced rather than copied.
+#[divan::bench(sample_count = 20)]
+fn encode_cluster_response(bencher: Bencher) {
+    let snap = XdsSnapshot::new(
+        Arc::new(snapshot_from(mesh()).expect("valid")),
+        "cluster.local",
+    );
+    let proxy = sidecar();
+    let clusters = snap.resources(&proxy, TypeUrl::Cluster, &BTreeSet::new());
+    bencher.bench(|| {
+        let response = SotwResponse {
+            version_info: "0123456789abcdef".into(),
+            resources: clusters.iter().cloned().collect(),
+            type_url: TypeUrl::Cluster,
+            nonce: "1".into(),
+            identifier: "bench".into(),
+        };
+        black_box(response.encode().len())
     });
 }
