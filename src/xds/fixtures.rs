@@ -58,3 +58,13 @@ pub(crate) fn sidecar() -> Proxy {
     };
     Proxy::from_node(&node, DOMAIN).expect("a valid node")
 }
+
+/// A proxyless gRPC client in namespace `default`.
+pub(crate) fn grpc_client() -> Proxy {
+    let node = Node {
+        id: "grpc-1".into(),
+        user_agent_name: "gRPC test client".into(),
+        ..Default::default()
+    };
+    Proxy::from_node(&node, DOMAIN).expect("a valid node")
+}

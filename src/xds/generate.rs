@@ -49,7 +49,8 @@ pub struct XdsSnapshot {
     sidecar_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
     grpc_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
     outbound: Memo<ScopeKey, [Arc<Layer>; 2]>,
-    grpc_scopes: Memo<Arc<str>, [Arc<Layer>; 4]>,
+    grpc_scopes: Memo<Arc<str>, [Arc<Layer>; 2]>,
+    grpc_routing: Memo<Arc<str>, [Arc<Layer>; 2]>,
     listeners: Memo<(ScopeKey, ListenSettings), Arc<Layer>>,
     gateways: Memo<GatewayKey, [Arc<Layer>; 2]>,
     routes: Memo<(ScopeKey, Arc<str>), Arc<Layer>>,
@@ -90,6 +91,7 @@ impl XdsSnapshot {
             grpc_services: Memo::default(),
             outbound: Memo::default(),
             grpc_scopes: Memo::default(),
+            grpc_routing: Memo::default(),
             listeners: Memo::default(),
             gateways: Memo::default(),
             routes: Memo::default(),
@@ -134,6 +136,7 @@ impl XdsSnapshot {
             grpc_services: services(&previous.grpc_services),
             outbound: Memo::after(previous.outbound.computed()),
             grpc_scopes: Memo::after(previous.grpc_scopes.computed()),
+            grpc_routing: carry_if(same_topology, &previous.grpc_routing),
             listeners: carry_if(same_topology, &previous.listeners),
             gateways: carry_if(same_topology, &previous.gateways),
             routes: carry_if(same_topology, &previous.routes),
@@ -195,8 +198,8 @@ impl XdsSnapshot {
                     let r = self
                         .sidecar_services
                         .get(key, || service_resources(svc, rule.map(|(_, dr)| dr)));
-                    clusters.extend(r.clusters.iter().map(|c| (c.name.clone(), c.clone())));
-                    endpoints.extend(r.endpoints.iter().map(|e| (e.name.clone(), e.clone())));
+                    clusters.extend(by_name(&r.clusters));
+                    endpoints.extend(by_name(&r.endpoints));
                 }
                 let previous = previous.as_deref();
                 [
@@ -261,9 +264,20 @@ impl XdsSnapshot {
 
     fn grpc(&self, proxy: &Proxy, type_url: TypeUrl, requested: &BTreeSet<Arc<str>>) -> Resources {
         let ns = &proxy.namespace;
-        let scope = self.grpc_scopes.get_after(ns.clone(), |previous| {
+        let index = TypeUrl::PUSH_ORDER
+            .iter()
+            .position(|t| *t == type_url)
+            .unwrap_or_default();
+        // Clusters and endpoints, then listeners and routes, which do not read endpoints and
+        // so are carried over an endpoint-only change (see `next`).
+        let (memo, first) = if index < 2 {
+            (&self.grpc_scopes, 0)
+        } else {
+            (&self.grpc_routing, 2)
+        };
+        let pair = memo.get_after(ns.clone(), |previous| {
             let ctx = Ctx::new(&self.model, &self.domain, ns);
-            let mut sets: [ResourceSet; 4] = Default::default();
+            let mut sets: [ResourceSet; 2] = Default::default();
             for svc in &ctx.visible {
                 let rule = ctx.rule(svc);
                 let key = (
@@ -273,12 +287,13 @@ impl XdsSnapshot {
                 let r = self
                     .grpc_services
                     .get(key, || grpc::service_resources(svc, rule.map(|(_, dr)| dr)));
-                for (set, list) in sets
-                    .iter_mut()
-                    .zip([&r.clusters, &r.endpoints, &r.listeners])
-                {
-                    set.extend(list.iter().map(|x| (x.name.clone(), x.clone())));
+                let [a, b] = &mut sets;
+                if first == 0 {
+                    a.extend(by_name(&r.clusters));
+                    b.extend(by_name(&r.endpoints));
+                    continue;
                 }
+                a.extend(by_name(&r.listeners));
                 for port in svc
                     .service
                     .ports
@@ -286,25 +301,24 @@ impl XdsSnapshot {
                     .filter(|p| cluster::is_proxied(p.protocol))
                 {
                     let name = format!("{}:{}", svc.service.hostname, port.number);
-                    insert(&mut sets[3], grpc::route(&ctx, &name, svc, port));
+                    insert(b, grpc::route(&ctx, &name, svc, port));
                 }
             }
             let previous = previous.as_deref();
-            let mut i = 0;
-            sets.map(|set| {
-                let layer = Layer::after(previous.map(|p| &p[i]), set);
-                i += 1;
-                layer
-            })
+            let [a, b] = sets;
+            [
+                Layer::after(previous.map(|p| &p[0]), a),
+                Layer::after(previous.map(|p| &p[1]), b),
+            ]
         });
-        let index = TypeUrl::PUSH_ORDER
-            .iter()
-            .position(|t| *t == type_url)
-            .unwrap_or_default();
-        let mut layers = vec![scope[index].clone()];
-        if matches!(type_url, TypeUrl::Listener | TypeUrl::Route) {
+        let scope = &pair[index - first];
+        let mut layers = vec![scope.clone()];
+        // Short names are looked up among the visible services, which costs a walk of the
+        // mesh: only when some requested name is not a full one.
+        let missing = requested.iter().any(|n| !scope.set().contains_key(n));
+        if matches!(type_url, TypeUrl::Listener | TypeUrl::Route) && missing {
             let ctx = Ctx::new(&self.model, &self.domain, ns);
-            let aliases = grpc::aliases(&ctx, proxy, type_url, requested, scope[index].set());
+            let aliases = grpc::aliases(&ctx, proxy, type_url, requested, scope.set());
             if !aliases.is_empty() {
                 layers.push(Layer::new(aliases));
             }
@@ -332,6 +346,11 @@ fn service_resources(svc: &MergedService, rule: Option<&DestinationRule>) -> Ser
         }
     }
     out
+}
+
+/// Resources as set entries.
+fn by_name(list: &[Arc<Resource>]) -> impl Iterator<Item = (Arc<str>, Arc<Resource>)> + '_ {
+    list.iter().map(|r| (r.name.clone(), r.clone()))
 }
 
 fn config_key(kind: Kind, meta: &ConfigMeta) -> ConfigKey {

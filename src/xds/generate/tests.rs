@@ -8,7 +8,7 @@ use wayfinder_registry::RegistryId;
 use super::XdsSnapshot;
 use crate::aggregate::snapshot_from;
 use crate::xds::TypeUrl;
-use crate::xds::fixtures::{DOMAIN, endpoints_changed, model, registration, sidecar};
+use crate::xds::fixtures::{DOMAIN, endpoints_changed, grpc_client, model, registration, sidecar};
 
 #[test]
 fn an_endpoint_change_keeps_every_layer_but_the_endpoints_and_names_the_one_assignment() {
@@ -88,4 +88,35 @@ fn a_service_change_regenerates_listeners_and_routes_and_names_what_changed() {
         cluster_changes.contains(&"outbound|8080||svc-3.default.svc.cluster.local".to_string()),
         "{cluster_changes:?}"
     );
+}
+
+#[test]
+fn a_grpc_client_after_an_endpoint_change_keeps_its_listeners_and_routes() {
+    let first = XdsSnapshot::new(Arc::new(model(2)), DOMAIN);
+    let proxy = grpc_client();
+    let requested: BTreeSet<Arc<str>> = ["svc-1.default.svc.cluster.local:8080".into()].into();
+    let before: Vec<_> = TypeUrl::PUSH_ORDER
+        .iter()
+        .map(|t| first.resources(&proxy, *t, &requested))
+        .collect();
+    assert!(
+        before[2]
+            .get("svc-1.default.svc.cluster.local:8080")
+            .is_some()
+    );
+    let second = XdsSnapshot::next(Arc::new(endpoints_changed(first.model())), DOMAIN, &first);
+    for (t, before) in TypeUrl::PUSH_ORDER.iter().zip(&before) {
+        let after = second.resources(&proxy, *t, &requested);
+        let changed = after.changed_since(before.layers()).expect("replaced");
+        match t {
+            TypeUrl::Endpoint => assert_eq!(changed.len(), 1, "{changed:?}"),
+            TypeUrl::Listener | TypeUrl::Route => {
+                assert!(
+                    Arc::ptr_eq(&after.layers()[0], &before.layers()[0]),
+                    "{t}: carried as is"
+                );
+            }
+            TypeUrl::Cluster => assert!(changed.is_empty(), "{changed:?}"),
+        }
+    }
 }
