@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -163,6 +163,16 @@ enum Input {
     RegistryEnded(usize, String),
     Config(usize, Result<ConfigEvent, RegistryError>),
     ConfigEnded(usize, String),
+    /// The source has nothing more ready: the items it sent since its last `Settled` are one
+    /// complete change (see [`forward`]).
+    Settled(Origin),
+}
+
+/// Which source an item came from: its kind and its position among the sources of that kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Registry(usize),
+    Config(usize),
 }
 
 impl Aggregate {
@@ -223,6 +233,7 @@ impl Aggregate {
             tokio::spawn(forward(
                 move || registry.watch(token),
                 move |item| Input::Registry(index, item),
+                Origin::Registry(index),
                 ended,
                 tx.clone(),
             ));
@@ -233,6 +244,7 @@ impl Aggregate {
             tokio::spawn(forward(
                 move || source.watch(token),
                 move |item| Input::Config(index, item),
+                Origin::Config(index),
                 ended,
                 tx.clone(),
             ));
@@ -293,9 +305,15 @@ impl AggregateHandle {
 }
 
 /// Feeds one source's stream to the aggregate and reports how it ended, panics included.
+///
+/// Items the stream yields without waiting in between are one change: after forwarding them,
+/// when the stream has nothing more ready, it sends `Input::Settled(origin)` (see
+/// [`debounce`]). A source that applies one edit as several items (a config file's Upsert and
+/// Removes) thus has them published together.
 async fn forward<S, T>(
     watch: impl FnOnce() -> S + Send + 'static,
     item: impl Fn(T) -> Input + Send + 'static,
+    origin: Origin,
     ended: impl FnOnce(String) -> Input,
     tx: mpsc::Sender<Input>,
 ) where
@@ -305,8 +323,20 @@ async fn forward<S, T>(
     let items = tx.clone();
     let task = tokio::spawn(async move {
         let mut stream = watch();
-        while let Some(next) = stream.next().await {
-            if items.send(item(next)).await.is_err() {
+        while let Some(first) = stream.next().await {
+            // One change: this item and every one the stream has ready after it.
+            let mut next = first;
+            loop {
+                if items.send(item(next)).await.is_err() {
+                    return;
+                }
+                match ready_now(&mut stream) {
+                    Some(Some(ready)) => next = ready,
+                    Some(None) => return,
+                    None => break,
+                }
+            }
+            if items.send(Input::Settled(origin)).await.is_err() {
                 return;
             }
         }
@@ -317,6 +347,14 @@ async fn forward<S, T>(
         Err(err) => err.to_string(),
     };
     let _ = tx.send(ended(reason)).await;
+}
+
+/// The stream's next item if it is ready now (`Some(None)`: the stream ended), else `None`.
+///
+/// Polled outside Tokio's cooperative budget: a task that used up its budget would see a
+/// ready item as pending, and end a change early.
+fn ready_now<S: Stream + Unpin>(stream: &mut S) -> Option<Option<S::Item>> {
+    tokio::task::coop::unconstrained(stream.next()).now_or_never()
 }
 
 #[cfg(test)]

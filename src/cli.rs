@@ -85,9 +85,9 @@ pub struct Discovery {
     #[arg(long = "debounce-max", visible_alias = "debounceMax", env = "PILOT_DEBOUNCE_MAX", default_value = "10s", value_parser = parse_duration)]
     pub debounce_max: Duration,
     /// Publish a change that arrives after a quiet period (`--debounce-after` without changes)
-    /// at once, and batch only the bursts that follow. Off by default: a change that reaches a
-    /// source as several items could be published half-applied first.
-    #[arg(long = "debounce-leading", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    /// as soon as its source has nothing more ready, and batch only the bursts that follow.
+    /// `false`: every change waits for the quiet period, as Istio's debounce does.
+    #[arg(long = "debounce-leading", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub debounce_leading: bool,
     /// How long to wait for every registry's first state before serving anyway.
     #[arg(long = "sync-timeout", visible_alias = "syncTimeout", default_value = "30s", value_parser = parse_duration)]
@@ -354,8 +354,19 @@ mod tests {
         assert_eq!(d.registries, [Kind::Mock, Kind::File]);
         assert_eq!(d.grpc_addr.port(), 0);
         assert_eq!(d.log.level, "debug");
+        assert!(d.debounce_leading, "the leading edge is the default");
         let err = Cli::try_parse_from(["wayfinder", "discovery", "--registries", "Zookeeper"])
             .unwrap_err();
         assert!(err.to_string().contains("unknown registry"), "{err}");
+    }
+
+    #[test]
+    fn the_leading_edge_can_be_turned_off() {
+        let cli =
+            Cli::try_parse_from(["wayfinder", "discovery", "--debounce-leading", "false"]).unwrap();
+        let Command::Discovery(d) = cli.command else {
+            panic!("expected discovery")
+        };
+        assert!(!d.debounce_leading);
     }
 }

@@ -11,7 +11,7 @@ use wayfinder_registry::RegistryError;
 use super::build::{Dirty, Model};
 use super::source::SourceState;
 use super::{
-    ConfigSourceStatus, Handler, Health, Input, RegistryStatus, Settings, Shared, debounce,
+    ConfigSourceStatus, Handler, Health, Input, Origin, RegistryStatus, Settings, Shared, debounce,
 };
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
@@ -55,6 +55,11 @@ impl Runner {
 
     fn input(&mut self, input: Input) {
         match input {
+            Input::Settled(origin) => {
+                // Only the debounce hears of it: no status changes.
+                self.batch.settled(origin);
+                return;
+            }
             Input::Registry(i, Ok(event)) => {
                 let store = &mut self.model.stores[i];
                 let (changes, refused) = store.apply(i, event);
@@ -70,7 +75,7 @@ impl Runner {
                     self.dirty.services.insert(change.key.clone());
                 }
                 if !changes.is_empty() {
-                    self.batch.record(Instant::now(), self.settings.debounce);
+                    self.record(Origin::Registry(i));
                 }
             }
             Input::Config(i, Ok(event)) => {
@@ -88,18 +93,31 @@ impl Runner {
                 }
                 if !changed.is_empty() {
                     self.dirty.config = true;
-                    self.batch.record(Instant::now(), self.settings.debounce);
+                    self.record(Origin::Config(i));
                 }
             }
             Input::Registry(i, Err(err)) => self.failed(|m| &mut m.stores[i].state, err),
             Input::Config(i, Err(err)) => self.failed(|m| &mut m.config_stores[i].state, err),
-            Input::RegistryEnded(i, reason) => self.ended(|m| &mut m.stores[i].state, reason),
-            Input::ConfigEnded(i, reason) => self.ended(|m| &mut m.config_stores[i].state, reason),
+            // A source that ended sends nothing more: what it sent is complete.
+            Input::RegistryEnded(i, reason) => {
+                self.batch.settled(Origin::Registry(i));
+                self.ended(|m| &mut m.stores[i].state, reason);
+            }
+            Input::ConfigEnded(i, reason) => {
+                self.batch.settled(Origin::Config(i));
+                self.ended(|m| &mut m.config_stores[i].state, reason);
+            }
         }
         self.publish_status();
         if !self.is_ready() && self.model.synced() {
             self.become_ready();
         }
+    }
+
+    /// Tells the debounce of a change from `origin`.
+    fn record(&mut self, origin: Origin) {
+        self.batch
+            .record(origin, Instant::now(), self.settings.debounce);
     }
 
     /// An error item: recorded before the handlers hear of it, as changes are.
