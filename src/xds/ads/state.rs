@@ -18,7 +18,8 @@
 //! - a new snapshot pushes clusters, endpoints, listeners, routes in that order, and re-sends
 //!   the endpoints of every cluster it changed (Envoy keeps a changed cluster warming until its
 //!   endpoints arrive again);
-//! - versions are content hashes: the response version is the hash of the subscribed set.
+//! - versions are content hashes: a response's version hashes what was offered (the layers'
+//!   versions) and the subscription, which together decide what the client holds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
