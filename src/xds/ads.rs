@@ -417,7 +417,7 @@ async fn follow(
 type Responses = mpsc::Sender<Result<Encoded, Status>>;
 
 /// The ADS methods as a service for tonic's router: each call spawns the stream's task and
-/// answers with a body fed by it (see [`wire`] for why this is not tonic's generated server).
+/// answers with a body fed by it (see `ads/wire.rs` for why this is not tonic's generated server).
 #[derive(Clone)]
 pub struct AdsService {
     server: AdsServer,
