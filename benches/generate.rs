@@ -14,7 +14,7 @@ use std::sync::Arc;
 use divan::Bencher;
 use wayfinder::aggregate::snapshot_from;
 use wayfinder::snapshot::Snapshot;
-use wayfinder::xds::ads::{DeltaState, SotwResponse, StreamState};
+use wayfinder::xds::ads::{DeltaState, SotwRequest, SotwResponse, StreamState};
 use wayfinder::xds::pb::core::Node;
 use wayfinder::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 use wayfinder::xds::{Proxy, TypeUrl, XdsSnapshot};
@@ -200,7 +200,10 @@ fn endpoint_change_push_per_stream_sotw(bencher: Bencher) {
         "cluster.local",
     );
     let proxy = Arc::new(sidecar());
-    let requests = sotw_requests(&first, &proxy);
+    let requests: Vec<SotwRequest> = sotw_requests(&first, &proxy)
+        .into_iter()
+        .map(SotwRequest::from)
+        .collect();
     let next = XdsSnapshot::next(
         Arc::new(endpoint_change(first.model())),
         "cluster.local",

@@ -34,7 +34,7 @@ use tonic::body::Body;
 pub use delta::DeltaState;
 pub use state::{Nack, Outcome, RequestError, StreamState, TypeStatus};
 pub use subscription::Subscription;
-pub use wire::{DeltaResponse, Encoded, SotwResponse};
+pub use wire::{DeltaResponse, Encoded, SotwRequest, SotwResponse};
 
 use self::protocol::Protocol;
 use self::wire::{Method, Requests, ResponseBody};

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::wire::{DeltaResponse, Encoded, SotwResponse};
+use super::wire::{DeltaResponse, Encoded, SotwRequest, SotwResponse};
 use super::{DeltaState, Outcome, RequestError, StreamState, TypeStatus};
 use crate::xds::pb::core::Node;
-use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
+use crate::xds::pb::discovery::DeltaDiscoveryRequest;
 use crate::xds::proxy::Proxy;
 use crate::xds::{TypeUrl, XdsSnapshot};
 
@@ -43,17 +43,17 @@ pub(super) trait Protocol: Send + Sized + 'static {
 }
 
 impl Protocol for StreamState {
-    type Request = DiscoveryRequest;
+    type Request = SotwRequest;
     type Response = SotwResponse;
     const VARIANT: &'static str = "sotw";
     fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
         StreamState::new(proxy, identifier)
     }
-    fn node(req: &DiscoveryRequest) -> Option<&Node> {
-        req.node.as_ref()
+    fn node(req: &SotwRequest) -> Option<&Node> {
+        req.request.node.as_ref()
     }
-    fn request_type_and_nonce(req: &DiscoveryRequest) -> (&str, &str) {
-        (&req.type_url, &req.response_nonce)
+    fn request_type_and_nonce(req: &SotwRequest) -> (&str, &str) {
+        (&req.request.type_url, &req.request.response_nonce)
     }
     fn summary(r: &SotwResponse) -> Summary<'_> {
         Summary {
@@ -76,7 +76,7 @@ impl Protocol for StreamState {
     }
     fn on_request(
         &mut self,
-        req: &DiscoveryRequest,
+        req: &SotwRequest,
         snap: &XdsSnapshot,
     ) -> Result<Outcome, RequestError> {
         StreamState::on_request(self, req, snap)

@@ -29,10 +29,9 @@ use serde::Serialize;
 
 use super::held::{Held, Holding};
 use super::subscription::Subscription;
-use super::wire::SotwResponse;
+use super::wire::{SotwRequest, SotwResponse};
 use crate::xds::TypeUrl;
 use crate::xds::generate::{Resources, XdsSnapshot};
-use crate::xds::pb::discovery::DiscoveryRequest;
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, Version};
 
@@ -42,6 +41,9 @@ pub enum RequestError {
     /// ADS requests must name their type.
     #[error("request without type_url")]
     NoTypeUrl,
+    /// A resource name that is not UTF-8.
+    #[error("{0}")]
+    BadName(String),
 }
 
 /// What a request amounted to, for logs and metrics.
@@ -102,6 +104,8 @@ struct TypeState {
     held: Held,
     /// A hash of the subscription, part of every response version.
     subscription_version: Version,
+    /// The hash of the latest request's names.
+    names_hash: Option<u64>,
 }
 
 /// A copy of a type's protocol state for debug pages, without the per-resource bookkeeping.
@@ -179,9 +183,10 @@ impl StreamState {
     /// Handles one request.
     pub fn on_request(
         &mut self,
-        req: &DiscoveryRequest,
+        sotw: &SotwRequest,
         snap: &XdsSnapshot,
     ) -> Result<Outcome, RequestError> {
+        let req = &sotw.request;
         if req.type_url.is_empty() {
             return Err(RequestError::NoTypeUrl);
         }
@@ -215,18 +220,21 @@ impl StreamState {
         } else if !req.response_nonce.is_empty() {
             state.acked_version = Some(req.version_info.clone());
         }
+        if !first && state.names_hash == Some(sotw.names_hash()) {
+            // An ACK or NACK repeating the names of the previous request (a sidecar's
+            // endpoints ACK lists every cluster): nothing changed, nothing to decode.
+            return Ok(outcome);
+        }
+        let names = sotw.names().map_err(RequestError::BadName)?;
+        state.names_hash = Some(sotw.names_hash());
         let before = state.subscription.clone();
-        if always_wildcard || req.resource_names.is_empty() {
-            state
-                .subscription
-                .update(&req.resource_names, always_wildcard);
+        if always_wildcard || names.is_empty() {
+            state.subscription.update(&names, always_wildcard);
         } else {
             let current = snap.resources(&self.proxy, type_url, &state.subscription.names);
             state
                 .subscription
-                .update_interned(&req.resource_names, false, |n| {
-                    current.get(n).map(|r| r.name.clone())
-                });
+                .update_interned(&names, false, |n| current.get(n).map(|r| r.name.clone()));
         }
         if !first && state.subscription == before {
             // An ACK or NACK with the same names: nothing to send.

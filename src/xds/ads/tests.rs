@@ -38,7 +38,7 @@ fn sotw_a_request_answered_from_a_newer_snapshot_does_not_hide_that_snapshots_ch
     let first = XdsSnapshot::new(Arc::new(model(2)), DOMAIN);
     let mut state = StreamState::new(Arc::new(sidecar()), "test".into());
     let out = state
-        .on_request(&eds(&[SVC_1], ""), &first)
+        .on_request(&eds(&[SVC_1], "").into(), &first)
         .expect("a valid request");
     assert_eq!(names(&out.responses[0].resources), [SVC_1]);
     let nonce = out.responses[0].nonce.clone();
@@ -46,7 +46,7 @@ fn sotw_a_request_answered_from_a_newer_snapshot_does_not_hide_that_snapshots_ch
     // svc-0 too, and the answer comes from the new snapshot.
     let second = XdsSnapshot::next(Arc::new(endpoints_changed(first.model())), DOMAIN, &first);
     let out = state
-        .on_request(&eds(&[SVC_1, SVC_0], &nonce), &second)
+        .on_request(&eds(&[SVC_1, SVC_0], &nonce).into(), &second)
         .expect("a valid request");
     assert_eq!(
         names(&out.responses[0].resources),
@@ -110,7 +110,9 @@ fn sotw_a_removed_cluster_is_pushed_as_the_full_set_without_it() {
         node: Some(Default::default()),
         ..Default::default()
     };
-    let out = state.on_request(&cds, &first).expect("a valid request");
+    let out = state
+        .on_request(&cds.into(), &first)
+        .expect("a valid request");
     assert!(names(&out.responses[0].resources).contains(&SVC_1.to_string()));
     let mut services = first.model().services.clone();
     services.retain(|k, _| !k.hostname.starts_with("svc-1."));

@@ -31,7 +31,7 @@ use tonic::body::Body;
 use crate::xds::TypeUrl;
 use crate::xds::pb::core::ControlPlane;
 use crate::xds::pb::discovery::{
-    DeltaDiscoveryResponse, DiscoveryResponse, Resource as DeltaResource,
+    DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse, Resource as DeltaResource,
 };
 use crate::xds::resource::Resource;
 
@@ -283,6 +283,105 @@ impl DeltaResponse {
     }
 }
 
+/// A state-of-the-world request as the server reads it: every field but the resource names
+/// decoded as usual, the names kept as the bytes they came in (shared with the request's
+/// buffer) with a hash of them all. A sidecar's endpoint ACK repeats every cluster name it
+/// knows; when the hash is the one of its previous request, the names need not be decoded,
+/// allocated or compared.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SotwRequest {
+    /// The request, without its resource names.
+    pub request: DiscoveryRequest,
+    names: Vec<Bytes>,
+    names_hash_state: NamesHash,
+}
+
+/// A running hash of names in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct NamesHash(u64);
+
+impl NamesHash {
+    /// Chains `name` in: each name is hashed seeded by the hash so far and its length, so
+    /// order and boundaries count, without copying anything.
+    fn add(&mut self, name: &[u8]) {
+        let seed = self.0.rotate_left(17) ^ name.len() as u64;
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(name, seed);
+    }
+}
+
+impl SotwRequest {
+    /// A hash of the resource names, in order: equal names, equal hash.
+    pub fn names_hash(&self) -> u64 {
+        self.names_hash_state.0
+    }
+
+    /// The resource names, decoded; a name that is not UTF-8 is an error naming it.
+    pub fn names(&self) -> Result<Vec<String>, String> {
+        self.names
+            .iter()
+            .map(|n| {
+                String::from_utf8(n.to_vec()).map_err(|_| {
+                    format!(
+                        "resource name {:?} is not UTF-8",
+                        String::from_utf8_lossy(n)
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+impl From<DiscoveryRequest> for SotwRequest {
+    fn from(mut request: DiscoveryRequest) -> Self {
+        let mut out = Self::default();
+        for name in std::mem::take(&mut request.resource_names) {
+            out.names_hash_state.add(name.as_bytes());
+            out.names.push(Bytes::from(name));
+        }
+        out.request = request;
+        out
+    }
+}
+
+impl Message for SotwRequest {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        self.request.encode_raw(buf);
+        for name in &self.names {
+            prost::encoding::bytes::encode(3, name, buf);
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        if tag != 3 {
+            return self.request.merge_field(tag, wire_type, buf, ctx);
+        }
+        let mut name = Bytes::new();
+        prost::encoding::bytes::merge(wire_type, &mut name, buf, ctx)?;
+        self.names_hash_state.add(&name);
+        self.names.push(name);
+        Ok(())
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.request.encoded_len()
+            + self
+                .names
+                .iter()
+                .map(|n| prost::encoding::bytes::encoded_len(3, n))
+                .sum::<usize>()
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
 /// The messages of a request stream, decoded one at a time.
 pub(super) struct Requests<M> {
     body: Body,
@@ -430,7 +529,6 @@ pub(super) fn unimplemented() -> Result<http::Response<Body>, Infallible> {
 mod tests {
     use super::*;
     use crate::xds::pb::cluster::Cluster;
-    use crate::xds::pb::discovery::DiscoveryRequest;
 
     fn resources() -> Vec<Arc<Resource>> {
         // One small resource (copied into the piece) and one large (shared).
@@ -509,6 +607,43 @@ mod tests {
             type_url: type_url.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_sotw_request_keeps_its_names_as_bytes_with_a_hash() {
+        let names = ["outbound|80||a", "outbound|80||b"];
+        let request = DiscoveryRequest {
+            type_url: "t".into(),
+            response_nonce: "3".into(),
+            resource_names: names.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        };
+        let decoded = SotwRequest::decode(&*request.encode_to_vec()).expect("decodes");
+        assert_eq!(decoded.request.type_url, "t");
+        assert_eq!(decoded.request.response_nonce, "3");
+        assert!(decoded.request.resource_names.is_empty());
+        assert_eq!(decoded.names().expect("UTF-8"), names);
+        assert_eq!(decoded, SotwRequest::from(request.clone()));
+        let again = SotwRequest::decode(&*request.encode_to_vec()).expect("decodes");
+        assert_eq!(again.names_hash(), decoded.names_hash());
+        let reordered = DiscoveryRequest {
+            resource_names: vec![names[1].into(), names[0].into()],
+            ..request.clone()
+        };
+        assert_ne!(
+            SotwRequest::from(reordered).names_hash(),
+            decoded.names_hash()
+        );
+        let joined = DiscoveryRequest {
+            resource_names: vec![format!("{}{}", names[0], names[1])],
+            ..request
+        };
+        assert_ne!(SotwRequest::from(joined).names_hash(), decoded.names_hash());
+        let bad = SotwRequest {
+            names: vec![Bytes::from_static(&[0xff, 0xfe])],
+            ..Default::default()
+        };
+        assert!(bad.names().expect_err("refused").contains("not UTF-8"));
     }
 
     #[tokio::test]
