@@ -123,7 +123,8 @@ pub struct TypeStatus {
     pub last_nack: Option<Nack>,
     /// Responses sent.
     pub responses: u64,
-    /// Resources the client holds.
+    /// Resources the client holds: those of the layers it was last brought up to date with
+    /// (wildcard) or the names it subscribed to, whichever applies (an estimate for debug pages).
     pub resources: usize,
 }
 
