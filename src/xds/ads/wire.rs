@@ -6,7 +6,9 @@
 //! response (a sidecar's route configuration for a thousand services is half a megabyte), and
 //! each response would first copy every resource out of the shared snapshot. Here a response
 //! is written as pieces: its small fields, and each resource's shared encoded bytes, never
-//! copied ([`Encoded`]); a request is read into a buffer that is let go once it is decoded.
+//! copied ([`Encoded`]); a request is read into a buffer that is let go once it is decoded,
+//! and a state-of-the-world request's resource names are decoded only when they differ from
+//! the previous request's ([`SotwRequest`]).
 //!
 //! The formats are gRPC's (each message after a 5-byte prefix: a compression flag, then its
 //! length, big-endian; the status in trailers) and protobuf's (a repeated message field is
