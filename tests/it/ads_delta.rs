@@ -191,6 +191,11 @@ async fn an_endpoint_change_is_an_eds_push_of_that_assignment_only() {
         let r = d.recv_type(t).await;
         d.ack(&r).await;
     }
+    // Another client subscribed to b's endpoints only.
+    let mut other = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    other.change(EDS, &[b.as_str()], &[], "").await;
+    let r = other.recv_type(EDS).await;
+    other.ack(&r).await;
     srv.registry
         .add_endpoint(&http("a", &[]).key(), Endpoint::new("10.0.0.3"))
         .await
@@ -208,10 +213,16 @@ async fn an_endpoint_change_is_an_eds_push_of_that_assignment_only() {
     let r = d.recv().await;
     assert_eq!(
         (r.type_url.as_str(), sent(&r)),
-        (EDS.as_str(), vec![b]),
+        (EDS.as_str(), vec![b.clone()]),
         "fence: nothing else came"
     );
     d.ack(&r).await;
+    let r = other.recv().await;
+    assert_eq!(
+        (r.type_url.as_str(), sent(&r)),
+        (EDS.as_str(), vec![b]),
+        "a's change reached a client that does not subscribe to it"
+    );
     // A cluster change re-sends that cluster's endpoints (Envoy warms until they come).
     srv.registry
         .upsert(with_protocol(

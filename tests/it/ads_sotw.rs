@@ -303,6 +303,13 @@ async fn an_endpoint_change_pushes_only_that_assignment() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
     let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
     subscribe_all(&mut ads).await;
+    // Another client subscribed to b's endpoints only.
+    let mut other = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    let only_b = [cluster("b")];
+    let only_b: Vec<&str> = only_b.iter().map(String::as_str).collect();
+    other.subscribe(EDS, &only_b).await;
+    let r = other.recv_type(EDS).await;
+    other.ack(&r, &only_b).await;
     srv.registry
         .add_endpoint(&http("a", &[]).key(), Endpoint::new("10.0.0.3"))
         .await
@@ -312,7 +319,8 @@ async fn an_endpoint_change_pushes_only_that_assignment() {
         (r.type_url.as_str(), names(&r)),
         (EDS.as_str(), set(&[&cluster("a")]))
     );
-    // Fence: the next change's push must come next; nothing else was sent in between.
+    // Fence: the next change's push must come next; nothing else was sent in between, and
+    // the client that does not subscribe to a's endpoints got nothing for a's change.
     srv.registry
         .add_endpoint(&http("b", &[]).key(), Endpoint::new("10.0.0.4"))
         .await
@@ -321,6 +329,12 @@ async fn an_endpoint_change_pushes_only_that_assignment() {
     assert_eq!(
         (r.type_url.as_str(), names(&r)),
         (EDS.as_str(), set(&[&cluster("b")]))
+    );
+    let r = other.recv().await;
+    assert_eq!(
+        (r.type_url.as_str(), names(&r)),
+        (EDS.as_str(), set(&[&cluster("b")])),
+        "a's change reached a client that does not subscribe to it"
     );
 }
 
