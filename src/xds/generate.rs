@@ -36,10 +36,10 @@ use crate::snapshot::rules::{egress_allows, registry_only};
 use crate::snapshot::{MergedService, Snapshot, Visible};
 use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
-use crate::xds::resource::{Resource, ResourceSet, Version, insert};
+use crate::xds::resource::{Resource, ResourceSet, insert};
 
-pub use self::cache::Layer;
-use self::cache::Memo;
+pub use self::cache::{Layer, Resources};
+use self::cache::{Memo, carry_if};
 
 /// A model snapshot and the resources generated from it so far.
 pub struct XdsSnapshot {
@@ -63,13 +63,6 @@ type ScopeKey = (Arc<str>, Option<ConfigKey>);
 /// What a gateway's listeners and routes depend on: its namespace, where it listens, and its
 /// labels (which Gateways select it).
 type GatewayKey = (Arc<str>, ListenSettings, Vec<(String, String)>);
-
-/// The resources of one type a proxy may receive: shared layers plus, for some types, a layer
-/// of its own. Names never repeat across layers.
-#[derive(Clone, Debug, Default)]
-pub struct Resources {
-    layers: Vec<Arc<Layer>>,
-}
 
 /// What one service contributes, per type, for one kind of proxy.
 #[derive(Debug, Default)]
@@ -429,77 +422,8 @@ impl<'a> Ctx<'a> {
     }
 }
 
-impl Resources {
-    /// The resource with this name, if the proxy may receive it.
-    pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
-        self.layers.iter().find_map(|l| l.set().get(name))
-    }
-
-    /// Every resource, layer by layer, each layer in name order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Resource>> {
-        self.layers.iter().flat_map(|l| l.set().values())
-    }
-
-    /// How many resources there are.
-    pub fn len(&self) -> usize {
-        self.layers.iter().map(|l| l.set().len()).sum()
-    }
-
-    /// True when there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The layers, which a stream keeps to know later what it was offered.
-    pub fn layers(&self) -> &[Arc<Layer>] {
-        &self.layers
-    }
-
-    /// A hash of every name and version offered: equal hashes, equal resources.
-    pub fn version(&self) -> Version {
-        let mut bytes = Vec::with_capacity(8 * self.layers.len());
-        for layer in &self.layers {
-            bytes.extend_from_slice(&layer.version().0.to_le_bytes());
-        }
-        Version::of_bytes(&bytes)
-    }
-
-    /// True when these are the resources `earlier` layers offered.
-    pub fn same_as(&self, earlier: &[Arc<Layer>]) -> bool {
-        self.layers.len() == earlier.len()
-            && self
-                .layers
-                .iter()
-                .zip(earlier)
-                .all(|(a, b)| a.version() == b.version())
-    }
-
-    /// The names whose resource may differ from what the `earlier` layers offered, when every
-    /// layer is the same as, or replaced, the earlier one in its place; `None` otherwise.
-    pub fn changed_since(&self, earlier: &[Arc<Layer>]) -> Option<BTreeSet<Arc<str>>> {
-        if self.layers.len() != earlier.len() {
-            return None;
-        }
-        let mut names = BTreeSet::new();
-        for (layer, before) in self.layers.iter().zip(earlier) {
-            names.extend(layer.changed_since(before)?.iter().cloned());
-        }
-        Some(names)
-    }
-}
-
 /// Per-service resources by service and the DestinationRule that applies.
 type ServiceMemo = Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>;
-
-/// The previous snapshot's values as they are, when `valid`; else only as a base to compare
-/// with.
-fn carry_if<K: Eq + std::hash::Hash + Clone, V>(valid: bool, previous: &Memo<K, V>) -> Memo<K, V> {
-    if valid {
-        Memo::carried(previous.computed())
-    } else {
-        Memo::after(previous.computed())
-    }
-}
 
 /// True when two snapshots hold the same services with the same definitions (only endpoints
 /// may differ): listeners and routes, which do not read endpoints, are then the same.

@@ -5,9 +5,10 @@
 //! did not change are carried over as they are (a service's clusters when neither the service
 //! nor the configuration changed), and the others are computed again with the previous value
 //! at hand, so a [`Layer`] can record which of its names differ from the layer it replaces.
-//! Streams use that record to look only at those names.
+//! Streams use that record to look only at those names; [`Resources`] is the layers one
+//! proxy receives of one type.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -85,6 +86,16 @@ impl<K: Eq + Hash + Clone, V> Memo<K, V> {
     }
 }
 
+/// The previous snapshot's values as they are, when `valid`; else only as a base to compare
+/// with.
+pub(super) fn carry_if<K: Eq + Hash + Clone, V>(valid: bool, previous: &Memo<K, V>) -> Memo<K, V> {
+    if valid {
+        Memo::carried(previous.computed())
+    } else {
+        Memo::after(previous.computed())
+    }
+}
+
 static LAYER_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// A set of resources of one type, shared by proxies (or a proxy's own), with the names that
@@ -148,6 +159,72 @@ impl Layer {
             Some((id, names)) if *id == earlier.id => Some(names),
             _ => None,
         }
+    }
+}
+
+/// The resources of one type a proxy may receive: shared layers plus, for some types, a layer
+/// of its own. Names never repeat across layers.
+#[derive(Clone, Debug, Default)]
+pub struct Resources {
+    pub(super) layers: Vec<Arc<Layer>>,
+}
+
+impl Resources {
+    /// The resource with this name, if the proxy may receive it.
+    pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
+        self.layers.iter().find_map(|l| l.set().get(name))
+    }
+
+    /// Every resource, layer by layer, each layer in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Resource>> {
+        self.layers.iter().flat_map(|l| l.set().values())
+    }
+
+    /// How many resources there are.
+    pub fn len(&self) -> usize {
+        self.layers.iter().map(|l| l.set().len()).sum()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The layers, which a stream keeps to know later what it was offered.
+    pub fn layers(&self) -> &[Arc<Layer>] {
+        &self.layers
+    }
+
+    /// A hash of every name and version offered: equal hashes, equal resources.
+    pub fn version(&self) -> Version {
+        let mut bytes = Vec::with_capacity(8 * self.layers.len());
+        for layer in &self.layers {
+            bytes.extend_from_slice(&layer.version().0.to_le_bytes());
+        }
+        Version::of_bytes(&bytes)
+    }
+
+    /// True when these are the resources `earlier` layers offered.
+    pub fn same_as(&self, earlier: &[Arc<Layer>]) -> bool {
+        self.layers.len() == earlier.len()
+            && self
+                .layers
+                .iter()
+                .zip(earlier)
+                .all(|(a, b)| a.version() == b.version())
+    }
+
+    /// The names whose resource may differ from what the `earlier` layers offered, when every
+    /// layer is the same as, or replaced, the earlier one in its place; `None` otherwise.
+    pub fn changed_since(&self, earlier: &[Arc<Layer>]) -> Option<BTreeSet<Arc<str>>> {
+        if self.layers.len() != earlier.len() {
+            return None;
+        }
+        let mut names = BTreeSet::new();
+        for (layer, before) in self.layers.iter().zip(earlier) {
+            names.extend(layer.changed_since(before)?.iter().cloned());
+        }
+        Some(names)
     }
 }
 
