@@ -89,6 +89,31 @@ pub struct Discovery {
     /// `false`: every change waits for the quiet period, as Istio's debounce does.
     #[arg(long = "debounce-leading", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub debounce_leading: bool,
+    /// Streams that may be building or sending a push at once; a stream holds its place until
+    /// its connection has taken the push (at most 5 s). 0: `min(15 + 5 × cores, 100)`.
+    #[arg(
+        long = "push-throttle",
+        env = "PILOT_PUSH_THROTTLE",
+        default_value_t = 0
+    )]
+    pub push_throttle: usize,
+    /// New xDS streams admitted per second, with a burst of one second's worth; a stream that
+    /// would wait more than a second is refused with `RESOURCE_EXHAUSTED` and its client
+    /// retries. 0: no limit.
+    #[arg(
+        long = "max-new-streams-per-second",
+        env = "PILOT_MAX_REQUESTS_PER_SECOND",
+        default_value_t = 1000
+    )]
+    pub max_new_streams_per_second: u32,
+    /// Age at which a client connection is closed (GOAWAY, then its streams end with
+    /// `UNAVAILABLE` and clients reconnect, perhaps to another replica); each connection's age
+    /// is drawn within ±10% of it. 0: never.
+    #[arg(long = "max-connection-age", visible_alias = "keepaliveMaxServerConnectionAge", default_value = "30m", value_parser = parse_duration)]
+    pub max_connection_age: Duration,
+    /// How long a closing connection may take to finish before it is dropped.
+    #[arg(long = "max-connection-age-grace", default_value = "10s", value_parser = parse_duration)]
+    pub max_connection_age_grace: Duration,
     /// How long to wait for every registry's first state before serving anyway.
     #[arg(long = "sync-timeout", visible_alias = "syncTimeout", default_value = "30s", value_parser = parse_duration)]
     pub sync_timeout: Duration,
@@ -213,6 +238,19 @@ pub enum ConfigSourceKind {
     /// The Kubernetes API server of the primary cluster.
     #[value(alias = "kubernetes")]
     K8s,
+}
+
+impl Discovery {
+    /// The ADS server's limits from the flags.
+    pub fn limits(&self) -> crate::xds::ads::Limits {
+        crate::xds::ads::Limits {
+            push_throttle: self.push_throttle,
+            new_streams_per_second: self.max_new_streams_per_second,
+            max_connection_age: (!self.max_connection_age.is_zero())
+                .then_some(self.max_connection_age),
+            max_connection_age_grace: self.max_connection_age_grace,
+        }
+    }
 }
 
 impl KubernetesArgs {
@@ -355,6 +393,8 @@ mod tests {
         assert_eq!(d.grpc_addr.port(), 0);
         assert_eq!(d.log.level, "debug");
         assert!(d.debounce_leading, "the leading edge is the default");
+        let limits = d.limits();
+        assert_eq!(limits, crate::xds::ads::Limits::default());
         let err = Cli::try_parse_from(["wayfinder", "discovery", "--registries", "Zookeeper"])
             .unwrap_err();
         assert!(err.to_string().contains("unknown registry"), "{err}");

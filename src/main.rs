@@ -76,6 +76,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         },
         sync_timeout: args.sync_timeout,
     };
+    let limits = args.limits();
     let running = server::start(server::Config {
         registries,
         config_sources,
@@ -85,6 +86,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         http_addr: args.http_addr,
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
+        limits,
     })
     .await?;
     let token = running.shutdown_token();

@@ -103,6 +103,9 @@ pub struct Metrics {
     pub xds_type_rejects: Family<TypeLabel, IstioCounter>,
     /// `pilot_xds_expired_nonce`: requests ignored for a stale nonce.
     pub xds_expired_nonce: IstioCounter,
+    /// `wayfinder_xds_refused_streams_total`: new streams refused by the new-stream rate limit
+    /// (`--max-new-streams-per-second`).
+    pub xds_refused_streams: Counter,
     /// `pilot_inbound_updates{type}`: registry changes (`eds`, `svc`, `svcdelete`).
     pub inbound_updates: Family<TypeLabel, IstioCounter>,
     /// `pilot_services`: services in the published snapshot.
@@ -151,6 +154,7 @@ impl Metrics {
             xds_rejects: IstioCounter::default(),
             xds_type_rejects: Family::default(),
             xds_expired_nonce: IstioCounter::default(),
+            xds_refused_streams: Counter::default(),
             inbound_updates: Family::default(),
             services: Gauge::default(),
             rejected_configs: IstioCounter::default(),
@@ -197,6 +201,11 @@ impl Metrics {
             "pilot_xds_expired_nonce",
             "Requests ignored because their nonce was stale",
             m.xds_expired_nonce.clone(),
+        );
+        r.register(
+            "wayfinder_xds_refused_streams",
+            "New xDS streams refused by the new-stream rate limit",
+            m.xds_refused_streams.clone(),
         );
         r.register(
             "pilot_inbound_updates",

@@ -11,13 +11,14 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 use wayfinder_registry::Registry;
 use wayfinder_registry::config::ConfigSource;
 
 use crate::aggregate::{Aggregate, AggregateHandle, Settings};
 use crate::metrics::Metrics;
-use crate::xds::ads::AdsServer;
+use crate::xds::ads::{AdsServer, Limits};
+
+mod grpc;
 
 /// Everything a server needs.
 pub struct Config {
@@ -37,6 +38,8 @@ pub struct Config {
     pub monitoring_addr: SocketAddr,
     /// Whether `/ready` also requires every registry to be healthy (not degraded).
     pub ready_requires_healthy: bool,
+    /// Push throttle, new-stream rate and connection ages.
+    pub limits: Limits,
 }
 
 /// A running server.
@@ -70,9 +73,6 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
-    /// The gRPC server failed.
-    #[error("gRPC server: {0}")]
-    Grpc(#[from] tonic::transport::Error),
     /// An HTTP server failed.
     #[error("{what} HTTP server: {source}")]
     Http {
@@ -114,23 +114,14 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         aggregate.clone(),
         metrics.clone(),
         &config.domain,
+        &config.limits,
         shutdown.clone(),
     );
     let mut tasks = JoinSet::new();
-    let grpc_service = ads.service();
-    let token = shutdown.clone();
+    let grpc_serve = grpc::serve(grpc, ads.service(), config.limits, shutdown.clone());
     tasks.spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(grpc_service)
-            // Without TCP_NODELAY a small response waits for the ACK of the one before it
-            // (Nagle): ~40 ms per round trip of the protocol, measured with examples/xds_load.
-            // tonic ignores `tcp_nodelay` for an incoming stream; TcpIncoming applies it.
-            .serve_with_incoming_shutdown(
-                TcpIncoming::from(grpc).with_nodelay(Some(true)),
-                token.cancelled_owned(),
-            )
-            .await
-            .map_err(ServeError::from)
+        grpc_serve.await;
+        Ok(())
     });
     let debug = crate::debug::router(
         aggregate.clone(),

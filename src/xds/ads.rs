@@ -9,6 +9,8 @@
 
 mod delta;
 mod held;
+mod limits;
+mod outbox;
 mod protocol;
 mod state;
 mod subscription;
@@ -21,7 +23,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
@@ -32,12 +34,15 @@ use tonic::Status;
 use tonic::body::Body;
 
 pub use delta::DeltaState;
+pub use limits::{ADMISSION_WAIT, ConnectionEnd, DELIVERY_WAIT, Limits};
 pub use state::{Nack, Outcome, RequestError, StreamState, TypeStatus};
 pub use subscription::Subscription;
 pub use wire::{DeltaResponse, Encoded, SotwRequest, SotwResponse};
 
+use self::limits::{Admission, Throttle};
+use self::outbox::Outbox;
 use self::protocol::Protocol;
-use self::wire::{Method, Requests, ResponseBody};
+use self::wire::{Method, Outgoing, Requests, ResponseBody};
 
 use crate::aggregate::AggregateHandle;
 use crate::metrics::Metrics;
@@ -64,6 +69,10 @@ struct Inner {
     next_id: AtomicU64,
     /// The latest pushes, newest last, for `/debug/push_status`.
     pushes: Mutex<VecDeque<Push>>,
+    /// Places for streams sending a push.
+    throttle: Throttle,
+    /// The new-stream rate limit, if any.
+    admission: Option<Admission>,
 }
 
 /// How many pushes `/debug/push_status` keeps.
@@ -115,21 +124,32 @@ enum StreamError {
     Proxy(#[from] ProxyError),
     #[error(transparent)]
     Request(#[from] RequestError),
+    #[error("too many new xDS streams: more than --max-new-streams-per-second; retry later")]
+    Busy,
+    #[error("{0}; reconnect")]
+    Ended(&'static str),
 }
 
 impl From<StreamError> for Status {
     fn from(err: StreamError) -> Self {
-        Status::invalid_argument(err.to_string())
+        let message = err.to_string();
+        match err {
+            StreamError::Busy => Status::resource_exhausted(message),
+            StreamError::Ended(_) => Status::unavailable(message),
+            _ => Status::invalid_argument(message),
+        }
     }
 }
 
 impl AdsServer {
     /// A server over the aggregate's snapshots. `domain` is the mesh domain (`--domain`).
-    /// It follows new snapshots until `shutdown`.
+    /// It follows new snapshots until `shutdown`. Of `limits`, the push throttle and the
+    /// new-stream rate apply here; connection ages are the accept loop's (`server`).
     pub fn new(
         aggregate: AggregateHandle,
         metrics: Arc<Metrics>,
         domain: &str,
+        limits: &Limits,
         shutdown: CancellationToken,
     ) -> Self {
         // Subscribe before loading, so a snapshot published in between still wakes `follow`.
@@ -147,6 +167,8 @@ impl AdsServer {
             connections: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
             pushes: Mutex::new(VecDeque::with_capacity(PUSH_LOG)),
+            throttle: Throttle::new(limits.effective_push_throttle()),
+            admission: Admission::new(limits.new_streams_per_second),
         });
         tokio::spawn(follow(
             aggregate,
@@ -208,17 +230,41 @@ impl AdsServer {
         Some(dump)
     }
 
-    async fn serve<P: Protocol>(self, requests: Requests<P::Request>, tx: Responses) {
-        if let Err(err) = self.run::<P>(requests, &tx).await {
-            let _ = tx.send(Err(err.into())).await;
+    async fn serve<P: Protocol>(
+        self,
+        requests: Requests<P::Request>,
+        tx: Responses,
+        end: ConnectionEnd,
+    ) {
+        let mut out = Outbox::new(tx);
+        if let Err(err) = self.run::<P>(requests, &mut out, &end).await {
+            if let StreamError::Ended(why) = err {
+                tracing::debug!(why, "ending an xDS stream");
+            }
+            out.fail(err.into()).await;
         }
+    }
+
+    /// Waits for the new-stream rate limit; `Busy` when the wait would be too long.
+    async fn admit(&self) -> Result<(), StreamError> {
+        let Some(admission) = &self.inner.admission else {
+            return Ok(());
+        };
+        let at = admission.reserve(ADMISSION_WAIT).ok_or_else(|| {
+            self.inner.metrics.xds_refused_streams.inc();
+            StreamError::Busy
+        })?;
+        tokio::time::sleep_until(at).await;
+        Ok(())
     }
 
     async fn run<P: Protocol>(
         &self,
         mut requests: Requests<P::Request>,
-        tx: &Responses,
+        out: &mut Outbox,
+        end: &ConnectionEnd,
     ) -> Result<(), StreamError> {
+        self.admit().await?;
         let Ok(Some(first)) = requests.message().await else {
             return Ok(());
         };
@@ -243,7 +289,7 @@ impl AdsServer {
         let mut next = Some(first);
         loop {
             if let Some(req) = next.take() {
-                if !self.answer(&mut state, &req, tx).await? {
+                if !self.answer(&mut state, req, out).await? {
                     return Ok(());
                 }
             } else {
@@ -257,10 +303,11 @@ impl AdsServer {
                         }
                     },
                     changed = versions.changed() => {
-                        if changed.is_err() || !self.push(&mut state, tx).await {
+                        if changed.is_err() || !self.push(&mut state, out).await {
                             return Ok(());
                         }
                     }
+                    why = end.ended() => return Err(StreamError::Ended(why)),
                 }
             }
             *lock(&conn.types) = state.status();
@@ -271,12 +318,11 @@ impl AdsServer {
     async fn answer<P: Protocol>(
         &self,
         state: &mut P,
-        req: &P::Request,
-        tx: &Responses,
+        req: P::Request,
+        out: &mut Outbox,
     ) -> Result<bool, StreamError> {
-        let snap = self.current();
-        let outcome = state.on_request(req, &snap)?;
-        let (type_url, nonce) = P::request_type_and_nonce(req);
+        let outcome = state.on_request(&req, &self.current())?;
+        let (type_url, nonce) = P::request_type_and_nonce(&req);
         let m = &self.inner.metrics;
         if outcome.stale {
             m.xds_expired_nonce.inc();
@@ -294,62 +340,18 @@ impl AdsServer {
         if outcome.unsupported {
             tracing::debug!(proxy = %state.proxy(), %type_url, "ignoring a request for a type wayfinder does not serve");
         }
-        Ok(self.send(state, outcome.responses, None, tx).await)
+        // A sidecar's request can name every cluster (tens of kilobytes); let it go before
+        // waiting to send, or every stream waiting under the throttle would hold one.
+        drop(req);
+        Ok(self.send(state, outcome.responses, None, out).await)
     }
 
     /// Pushes the newest snapshot; false when the client went away.
-    async fn push<P: Protocol>(&self, state: &mut P, tx: &Responses) -> bool {
+    async fn push<P: Protocol>(&self, state: &mut P, out: &mut Outbox) -> bool {
         let snap = self.current();
         let responses = state.on_snapshot(&snap);
-        self.send(state, responses, Some(snap.published()), tx)
+        self.send(state, responses, Some(snap.published()), out)
             .await
-    }
-
-    async fn send<P: Protocol>(
-        &self,
-        state: &P,
-        responses: Vec<P::Response>,
-        published: Option<Instant>,
-        tx: &Responses,
-    ) -> bool {
-        let m = &self.inner.metrics;
-        let pushed = !responses.is_empty();
-        for response in responses {
-            let started = Instant::now();
-            let summary = P::summary(&response);
-            {
-                let t = summary.type_url;
-                let label = Metrics::type_label(t);
-                m.xds_pushes.get_or_create(&label).inc();
-                m.xds_config_size
-                    .get_or_create(&label)
-                    .observe(summary.bytes as f64);
-                tracing::debug!(proxy = %state.proxy(), %t, version = %summary.version, nonce = %summary.nonce, resources = summary.resources, removed = summary.removed, "push");
-                let push = Push {
-                    at: unix_now(),
-                    proxy: state.proxy().id.to_string(),
-                    variant: P::VARIANT,
-                    r#type: t.short(),
-                    resources: summary.resources,
-                    removed: summary.removed,
-                    bytes: summary.bytes,
-                    version: summary.version.to_string(),
-                    after_publication: published.map(|p| p.elapsed().as_secs_f64()),
-                };
-                self.record(push);
-                if tx.send(Ok(P::encode(&response))).await.is_err() {
-                    return false;
-                }
-                m.xds_push_time
-                    .get_or_create(&label)
-                    .observe(started.elapsed().as_secs_f64());
-            }
-        }
-        if let (true, Some(published)) = (pushed, published) {
-            m.proxy_convergence
-                .observe(published.elapsed().as_secs_f64());
-        }
-        true
     }
 
     /// Adds a push to the log `/debug/push_status` shows.
@@ -414,7 +416,7 @@ async fn follow(
 }
 
 /// Where a stream's task sends its encoded responses (and, last, an error status).
-type Responses = mpsc::Sender<Result<Encoded, Status>>;
+type Responses = mpsc::Sender<Result<Outgoing, Status>>;
 
 /// The ADS methods as a service for tonic's router: each call spawns the stream's task and
 /// answers with a body fed by it (see `ads/wire.rs` for why this is not tonic's generated server).
@@ -442,13 +444,18 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
         };
         let (tx, rx) = mpsc::channel(QUEUE);
         let server = self.server.clone();
+        let end = request
+            .extensions()
+            .get::<ConnectionEnd>()
+            .cloned()
+            .unwrap_or_default();
         let body = request.into_body();
         match method {
             Method::Sotw => {
-                tokio::spawn(server.serve::<StreamState>(Requests::new(body), tx));
+                tokio::spawn(server.serve::<StreamState>(Requests::new(body), tx, end));
             }
             Method::Delta => {
-                tokio::spawn(server.serve::<DeltaState>(Requests::new(body), tx));
+                tokio::spawn(server.serve::<DeltaState>(Requests::new(body), tx, end));
             }
         }
         Box::pin(async move { Ok(wire::response(ResponseBody::new(rx))) })

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use wayfinder::xds::TypeUrl::{Cluster as CDS, Endpoint as EDS, Listener as LDS, Route as RDS};
+use wayfinder::xds::ads::Limits;
 use wayfinder_registry::{Endpoint, Protocol};
 
 use crate::support::ads::sidecar;
@@ -238,6 +239,23 @@ async fn an_endpoint_change_is_an_eds_push_of_that_assignment_only() {
 
 #[tokio::test]
 async fn a_delta_client_that_does_not_read_does_not_delay_the_others() {
+    stalled_and_live(Limits::default()).await;
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_read_does_not_hold_the_only_place_under_the_push_throttle() {
+    // With one place, the stalled stream holds it while its client does not take a push, at
+    // most DELIVERY_WAIT (5 s), once; after that it sends without a place until it catches
+    // up. Were the place held until the client read, the live client's `recv_type` would fail
+    // after DEADLINE.
+    stalled_and_live(Limits {
+        push_throttle: 1,
+        ..Limits::default()
+    })
+    .await;
+}
+
+async fn stalled_and_live(limits: Limits) {
     // Every round changes all 2,000 clusters (their protocol flips), so each delta response is
     // large: the stalled stream's flow-control window and small queue fill within a few
     // rounds and its task waits, while the live one gets every round.
@@ -256,7 +274,7 @@ async fn a_delta_client_that_does_not_read_does_not_delay_the_others() {
             })
             .collect()
     };
-    let srv = inproc::start(services(0)).await;
+    let srv = inproc::start_limited(services(0), limits).await;
     let mut stalled = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
     stalled.change(CDS, &[], &[], "").await;
     let mut live = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;

@@ -320,6 +320,78 @@ async fn envoy_over_delta_keeps_its_config_across_a_control_plane_restart_and_co
     );
 }
 
+#[tokio::test]
+async fn envoy_reconnects_when_its_connection_reaches_the_maximum_age_and_keeps_following() {
+    let Some(tools) = tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |ports: &[u16]| {
+        service_entry(
+            "echo",
+            "echo.default.svc.cluster.local",
+            ("http", 8080, "HTTP"),
+            ports,
+        )
+    };
+    write(dir.path(), "echo.yaml", &entry(&[9001, 9002]));
+    let files = dir.path().to_str().unwrap();
+    let args = [
+        "--registries",
+        "File",
+        "--file-registry",
+        files,
+        "--max-connection-age",
+        "2s",
+    ];
+    let w = Wayfinder::start(&args).await;
+    let id = "sidecar~127.0.0.1~envoy-3.default~default.svc.cluster.local";
+    let meta = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
+    let envoy = Envoy::start(&tools, w.grpc, id, meta).await;
+    eventually("Envoy's endpoints", || async {
+        (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9002"]).then_some(())
+    })
+    .await;
+    let first = w.json("/debug/syncz").await[0]["connection_id"].clone();
+
+    // Its connection closes at ~2 s: Envoy opens a new stream (a new connection id) and is
+    // brought up to date on it, twice, keeping its endpoints throughout.
+    for round in 1..=2 {
+        let before = w.json("/debug/syncz").await[0]["connection_id"].clone();
+        eventually("Envoy on a new stream, every type acknowledged", || async {
+            let now = w.json("/debug/syncz").await[0]["connection_id"].clone();
+            (now.is_u64() && now != before && all_acked(&w).await).then_some(())
+        })
+        .await;
+        assert_eq!(
+            hosts(&envoy.clusters().await, ECHO),
+            ["127.0.0.1:9001", "127.0.0.1:9002"],
+            "round {round}"
+        );
+    }
+    assert_ne!(w.json("/debug/syncz").await[0]["connection_id"], first);
+    w.wait_log("the age closing a stream", |l| {
+        l["message"] == "ending an xDS stream"
+            && l["why"].as_str().is_some_and(|w| w.contains("maximum age"))
+    })
+    .await;
+
+    // Still following the registry.
+    write(dir.path(), "echo.yaml", &entry(&[9001, 9003]));
+    eventually("the endpoint change in Envoy's /clusters", || async {
+        (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9003"]).then_some(())
+    })
+    .await;
+    let rejected: Vec<(String, String)> = envoy
+        .stats()
+        .await
+        .into_iter()
+        .filter(|(k, v)| k.ends_with("update_rejected") && v != "0")
+        .collect();
+    assert!(
+        rejected.is_empty(),
+        "Envoy rejected configuration: {rejected:?}"
+    );
+}
+
 /// True when, per `/debug/syncz`, the one proxy acknowledged the latest version of every type.
 async fn all_acked(w: &Wayfinder) -> bool {
     let syncz = w.json("/debug/syncz").await;

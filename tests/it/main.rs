@@ -14,6 +14,8 @@
 //! - `gateway`: real Envoy 1.40 as an ingress gateway (Gateway and VirtualServices from
 //!   `--config-dir`) in front of HTTP backends on loopback: splits, matches, faults, retries,
 //!   route moves without loss, cluster changes without warming.
+//! - `limits`: the new-stream rate limit and the maximum connection age, with raw clients
+//!   (the push throttle's test is with the stalled delta client in `ads_delta`).
 //! - `bad_input`: malformed files and failing registries against the binary.
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
@@ -36,6 +38,7 @@ mod golden;
 mod grpc;
 mod grpc_routing;
 mod kubernetes;
+mod limits;
 mod support;
 mod tools;
 mod vm_registries;

@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::Frame;
 use prost::Message;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 use tonic::body::Body;
 
@@ -284,18 +284,27 @@ impl DeltaResponse {
     }
 }
 
+/// One message for the response body, and whom to tell when the connection has taken its
+/// last piece (the push throttle waits for that).
+pub(super) struct Outgoing {
+    pub(super) encoded: Encoded,
+    pub(super) delivered: Option<oneshot::Sender<()>>,
+}
+
 /// The response body: each message's pieces as data frames, then the status as trailers.
 pub(super) struct ResponseBody {
-    rx: mpsc::Receiver<Result<Encoded, Status>>,
+    rx: mpsc::Receiver<Result<Outgoing, Status>>,
     pending: VecDeque<Bytes>,
+    delivered: Option<oneshot::Sender<()>>,
     done: bool,
 }
 
 impl ResponseBody {
-    pub(super) fn new(rx: mpsc::Receiver<Result<Encoded, Status>>) -> Self {
+    pub(super) fn new(rx: mpsc::Receiver<Result<Outgoing, Status>>) -> Self {
         Self {
             rx,
             pending: VecDeque::new(),
+            delivered: None,
             done: false,
         }
     }
@@ -311,6 +320,11 @@ impl http_body::Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         loop {
             if let Some(piece) = self.pending.pop_front() {
+                if self.pending.is_empty()
+                    && let Some(delivered) = self.delivered.take()
+                {
+                    let _ = delivered.send(());
+                }
                 return Poll::Ready(Some(Ok(Frame::data(piece))));
             }
             if self.done {
@@ -318,7 +332,10 @@ impl http_body::Body for ResponseBody {
             }
             match self.rx.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(encoded))) => self.pending.extend(encoded.pieces),
+                Poll::Ready(Some(Ok(out))) => {
+                    self.pending.extend(out.encoded.pieces);
+                    self.delivered = out.delivered;
+                }
                 Poll::Ready(Some(Err(status))) => {
                     self.done = true;
                     return Poll::Ready(Some(Ok(Frame::trailers(trailers(&status)))));

@@ -7,6 +7,7 @@ use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
+use tonic::transport::Channel;
 use wayfinder::xds::TypeUrl;
 use wayfinder::xds::pb::core::Node;
 use wayfinder::xds::pb::discovery::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
@@ -52,18 +53,33 @@ pub(crate) fn grpc(id: &str) -> Node {
 impl Ads {
     /// Opens a stream. The node goes out with the first request, as real clients send it.
     pub(crate) async fn connect(addr: SocketAddr, node: Node) -> Self {
-        let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .expect("a URL")
+            .connect()
             .await
             .expect("connect to the ADS server");
+        Self::open(channel, node).await.expect("open an ADS stream")
+    }
+
+    /// Opens a stream on an existing channel (which connects again if its connection closed).
+    pub(crate) async fn open(channel: Channel, node: Node) -> Result<Self, tonic::Status> {
+        let mut client = AggregatedDiscoveryServiceClient::new(channel);
         let (tx, rx) = mpsc::channel(16);
         let response = client
             .stream_aggregated_resources(ReceiverStream::new(rx))
-            .await
-            .expect("open an ADS stream");
-        Self {
+            .await?;
+        Ok(Self {
             tx,
             rx: response.into_inner(),
             node: Some(node),
+        })
+    }
+
+    /// The next response or the status that ended the stream, without a deadline's panic.
+    pub(crate) async fn next(&mut self) -> Result<Option<DiscoveryResponse>, tonic::Status> {
+        match tokio::time::timeout(DEADLINE, self.rx.message()).await {
+            Ok(next) => next,
+            Err(_) => panic!("no response within {DEADLINE:?}"),
         }
     }
 
@@ -79,6 +95,14 @@ impl Ads {
             req.node = Some(node);
         }
         self.tx.send(req).await.expect("the stream is open");
+    }
+
+    /// Sends a first request for `t`, ignoring a stream the server already ended (read the
+    /// status with `next`).
+    pub(crate) async fn try_subscribe(&mut self, t: TypeUrl) {
+        let mut req = request(t, &[], "", "");
+        req.node = self.node.take();
+        let _ = self.tx.send(req).await;
     }
 
     /// Asks for `names` of a type (empty: wildcard), as a fresh request without a nonce.

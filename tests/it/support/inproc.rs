@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use wayfinder::aggregate::{Debounce, Settings};
 use wayfinder::server::{self, Running};
+use wayfinder::xds::ads::Limits;
 use wayfinder_memory::{MemoryHandle, MemoryRegistry};
 use wayfinder_registry::{Registration, Registry};
 
@@ -21,11 +22,16 @@ impl Drop for InProcess {
 
 /// Starts a server on loopback ports whose one registry holds `services`.
 pub(crate) async fn start(services: Vec<Registration>) -> InProcess {
+    start_limited(services, Limits::default()).await
+}
+
+/// Like [`start`], with the given limits.
+pub(crate) async fn start_limited(services: Vec<Registration>, limits: Limits) -> InProcess {
     let (registry, handle) = MemoryRegistry::new("Memory");
     for s in services {
         handle.upsert(s).await;
     }
-    let server = start_with(vec![Box::new(registry)]).await;
+    let server = start_configured(vec![Box::new(registry)], limits).await;
     InProcess {
         server,
         registry: handle,
@@ -34,6 +40,10 @@ pub(crate) async fn start(services: Vec<Registration>) -> InProcess {
 
 /// Starts a server over the given registries, with a short debounce so tests run quickly.
 pub(crate) async fn start_with(registries: Vec<Box<dyn Registry>>) -> Running {
+    start_configured(registries, Limits::default()).await
+}
+
+async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) -> Running {
     let loopback = "127.0.0.1:0".parse().expect("an address");
     let settings = Settings {
         debounce: Debounce {
@@ -52,6 +62,7 @@ pub(crate) async fn start_with(registries: Vec<Box<dyn Registry>>) -> Running {
         http_addr: loopback,
         monitoring_addr: loopback,
         ready_requires_healthy: false,
+        limits,
     })
     .await
     .expect("the server starts")

@@ -1,0 +1,209 @@
+//! Limits on the ADS server's work: how many streams send a push at once, how fast new
+//! streams are admitted, and how long a connection lives.
+//!
+//! Istio's names and defaults, where it has them, with two changes that its users ask for:
+//! the new-stream limit admits a burst of a second's worth of streams instead of one at a
+//! time, and a stream that ends because its connection is old is closed with `UNAVAILABLE`
+//! right after the `GOAWAY`, so its client reconnects at once instead of after the grace
+//! period.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How long a stream waits to be admitted before it is refused (`RESOURCE_EXHAUSTED`), as
+/// Istio's `PILOT_MAX_REQUESTS_PER_SECOND` does: the client retries, perhaps on another
+/// replica.
+pub const ADMISSION_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a push may wait for its client to take it before its stream gives back its
+/// place under the push throttle. The push stays queued for the client.
+pub const DELIVERY_WAIT: Duration = Duration::from_secs(5);
+
+/// The server's limits. `Default` is what `wayfinder discovery` uses without flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Streams that may be building or sending a push at once (Istio's
+    /// `PILOT_PUSH_THROTTLE`). 0: `min(15 + 5 × cores, 100)`, Istio's automatic value.
+    pub push_throttle: usize,
+    /// New streams admitted per second (Istio's `PILOT_MAX_REQUESTS_PER_SECOND`), with a
+    /// burst of one second's worth. 0: no limit.
+    pub new_streams_per_second: u32,
+    /// How long a client connection lives before the server closes it, so clients spread
+    /// over replicas (Istio's `--keepaliveMaxServerConnectionAge`); each connection's age is
+    /// drawn within ±10% of it. `None`: forever.
+    pub max_connection_age: Option<Duration>,
+    /// How long a closing connection may take to finish before it is dropped.
+    pub max_connection_age_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            push_throttle: 0,
+            new_streams_per_second: 1000,
+            max_connection_age: Some(Duration::from_secs(30 * 60)),
+            max_connection_age_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Limits {
+    /// The push throttle with 0 resolved to Istio's automatic value for this machine.
+    pub fn effective_push_throttle(&self) -> usize {
+        if self.push_throttle > 0 {
+            return self.push_throttle;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (15 + 5 * cores).min(100)
+    }
+
+    /// This connection's age: `max_connection_age` ±10%, so connections made together (after
+    /// a restart) do not all close together.
+    pub fn connection_age(&self) -> Option<Duration> {
+        self.max_connection_age
+            .map(|age| wayfinder_registry::backoff::jittered(age.mul_f64(0.9), 0.2 / 0.9))
+    }
+}
+
+/// A place under the push throttle.
+pub(super) struct Throttle(Arc<Semaphore>);
+
+impl Throttle {
+    pub(super) fn new(permits: usize) -> Self {
+        Self(Arc::new(Semaphore::new(permits.max(1))))
+    }
+
+    /// A place, when one is free. `None` only if the semaphore were closed, which it never
+    /// is: the stream then goes unthrottled rather than stuck.
+    pub(super) async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.clone().acquire_owned().await.ok()
+    }
+}
+
+/// Admits new streams at a steady rate with a burst of one second's worth (a generic cell
+/// rate algorithm: each admission moves a theoretical arrival time one interval on).
+pub(super) struct Admission {
+    interval: Duration,
+    tolerance: Duration,
+    next: Mutex<Instant>,
+}
+
+impl Admission {
+    /// `None` for no limit.
+    pub(super) fn new(per_second: u32) -> Option<Self> {
+        (per_second > 0).then(|| {
+            let interval = Duration::from_secs(1) / per_second;
+            Self {
+                interval,
+                tolerance: interval * (per_second - 1),
+                next: Mutex::new(Instant::now()),
+            }
+        })
+    }
+
+    /// When a stream arriving now may start, or `None` when that is more than `wait` away
+    /// (the stream is refused and takes no place).
+    pub(super) fn reserve(&self, wait: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let arrival = (*next).max(now);
+        let at = arrival.checked_sub(self.tolerance).unwrap_or(now).max(now);
+        if at > now + wait {
+            return None;
+        }
+        *next = arrival + self.interval;
+        Some(at)
+    }
+}
+
+/// Ends a connection's streams: set by the connection when it reaches its age or the server
+/// shuts down, after its `GOAWAY`. Put in each request's extensions by the accept loop
+/// (`server`); streams served without one are never ended this way.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectionEnd {
+    token: CancellationToken,
+    why: Arc<std::sync::OnceLock<&'static str>>,
+}
+
+impl ConnectionEnd {
+    /// Ends every stream of the connection, telling clients why.
+    pub fn end(&self, why: &'static str) {
+        let _ = self.why.set(why);
+        self.token.cancel();
+    }
+
+    /// Waits for [`ConnectionEnd::end`] and returns its reason.
+    pub(super) async fn ended(&self) -> &'static str {
+        self.token.cancelled().await;
+        self.why
+            .get()
+            .copied()
+            .unwrap_or("the connection is closing")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn admission_takes_a_burst_then_a_steady_rate_and_refuses_beyond_the_wait() {
+        let a = Admission::new(10).expect("a limit");
+        let now = Instant::now();
+        // A second's worth at once.
+        for _ in 0..10 {
+            assert_eq!(a.reserve(ADMISSION_WAIT), Some(now));
+        }
+        // Then one every 100 ms, up to the wait.
+        for i in 1..=10 {
+            assert_eq!(
+                a.reserve(ADMISSION_WAIT),
+                Some(now + Duration::from_millis(100 * i))
+            );
+        }
+        assert_eq!(a.reserve(ADMISSION_WAIT), None, "more than a second away");
+        tokio::time::advance(Duration::from_millis(250)).await;
+        assert_eq!(
+            a.reserve(ADMISSION_WAIT),
+            Some(now + Duration::from_millis(1100))
+        );
+        assert!(Admission::new(0).is_none(), "0 is no limit");
+    }
+
+    #[test]
+    fn connection_ages_spread_within_ten_percent() {
+        let limits = Limits {
+            max_connection_age: Some(Duration::from_secs(1000)),
+            ..Limits::default()
+        };
+        let ages: Vec<Duration> = (0..200).filter_map(|_| limits.connection_age()).collect();
+        assert_eq!(ages.len(), 200);
+        assert!(ages.iter().all(|a| (900..=1100).contains(&a.as_secs())));
+        let (min, max) = (ages.iter().min(), ages.iter().max());
+        assert!(
+            max.zip(min)
+                .is_some_and(|(x, n)| *x - *n > Duration::from_secs(100)),
+            "ages are spread, not all equal: {min:?}..{max:?}"
+        );
+        let forever = Limits {
+            max_connection_age: None,
+            ..Limits::default()
+        };
+        assert_eq!(forever.connection_age(), None);
+    }
+
+    #[test]
+    fn the_automatic_push_throttle_follows_istio() {
+        let auto = Limits::default().effective_push_throttle();
+        assert!((20..=100).contains(&auto), "{auto}");
+        let set = Limits {
+            push_throttle: 7,
+            ..Limits::default()
+        };
+        assert_eq!(set.effective_push_throttle(), 7);
+    }
+}
