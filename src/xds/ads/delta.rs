@@ -248,7 +248,9 @@ type Changes = (Vec<Arc<Resource>>, BTreeSet<Arc<str>>, BTreeSet<Arc<str>>);
 fn everything(state: &TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -> Changes {
     let (sub, held) = (&state.subscription, &state.held);
     let mut resources = Vec::new();
-    let mut changed = BTreeSet::new();
+    // Collected, then built at once: a first request sends thousands, and inserting them one
+    // by one was a tenth of the server's time for 2,000 connecting sidecars (perf).
+    let mut changed = Vec::new();
     let wanted: Vec<_> = if sub.wildcard {
         all.iter().collect()
     } else {
@@ -258,11 +260,12 @@ fn everything(state: &TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -
         let is_new = !held.holds(r, sub);
         if is_new || forced.contains(&r.name) {
             if is_new {
-                changed.insert(r.name.clone());
+                changed.push(r.name.clone());
             }
             resources.push(r.clone());
         }
     }
+    let changed = BTreeSet::from_iter(changed);
     // Held but gone (or never there, for a name just asked for); held but no longer wanted is
     // forgotten quietly (the client dropped it when it unsubscribed).
     let mut removed: BTreeSet<Arc<str>> = forced
