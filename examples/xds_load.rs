@@ -78,6 +78,8 @@ mod phases;
 mod report;
 #[path = "xds_load/sotw.rs"]
 mod sotw;
+#[path = "xds_load/wire.rs"]
+mod wire;
 
 use fleet::Fleet;
 use mesh::Mesh;

@@ -14,17 +14,18 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use wayfinder::xds::TypeUrl;
 use wayfinder::xds::pb::core::Node;
-use wayfinder::xds::pb::discovery::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
+use wayfinder::xds::pb::discovery::DeltaDiscoveryRequest;
 
 use crate::args::Kind;
 use crate::client::{Machine, Progress, diff, drive};
 use crate::decode;
 use crate::fleet::Fleet;
 use crate::mesh;
+use crate::wire::{self, DeltaResponse as DeltaDiscoveryResponse};
 
 /// Connects client `id` and runs its stream.
 pub(crate) async fn run(fleet: &Arc<Fleet>, id: usize, started: Instant) -> Result<(), String> {
-    let mut client = fleet.connect().await?;
+    let channel = fleet.connect().await?;
     let mut m = Delta::new(fleet.clone(), id);
     let (tx, rx) = mpsc::channel(16);
     for req in m.start() {
@@ -32,11 +33,7 @@ pub(crate) async fn run(fleet: &Arc<Fleet>, id: usize, started: Instant) -> Resu
             .await
             .map_err(|_| "the request stream closed")?;
     }
-    let stream = client
-        .delta_aggregated_resources(ReceiverStream::new(rx))
-        .await
-        .map_err(|s| format!("open the stream: {s}"))?
-        .into_inner();
+    let stream = wire::open(channel, wire::DELTA, ReceiverStream::new(rx)).await?;
     drive(fleet, id, started, m, tx, stream).await
 }
 

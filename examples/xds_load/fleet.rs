@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::wire::SotwResponse;
 use wayfinder::xds::TypeUrl;
 use wayfinder::xds::pb::core::Node;
-use wayfinder::xds::pb::discovery::DiscoveryResponse;
-use wayfinder::xds::pb::discovery::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use wayfinder::xds::pb::protobuf::{Struct, Value, value::Kind as ValueKind};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -111,16 +111,13 @@ impl Fleet {
     }
 
     /// A client's connection.
-    pub(crate) async fn connect(
-        &self,
-    ) -> Result<AggregatedDiscoveryServiceClient<Channel>, String> {
-        let channel = Endpoint::from_shared(format!("http://{}", self.addr))
+    pub(crate) async fn connect(&self) -> Result<Channel, String> {
+        Endpoint::from_shared(format!("http://{}", self.addr))
             .map_err(|e| e.to_string())?
             .connect_timeout(Duration::from_secs(10))
             .connect()
             .await
-            .map_err(|e| format!("connect: {e}"))?;
-        Ok(AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX))
+            .map_err(|e| format!("connect: {e}"))
     }
 
     /// Client `id`'s node: an Envoy sidecar in namespace `load` at 10.9.x.y, or a proxyless
@@ -216,7 +213,7 @@ impl Fleet {
     }
 
     /// The EDS names of a state-of-the-world cluster response (sorted), shared by content.
-    pub(crate) fn eds_list(&self, r: &DiscoveryResponse) -> Arc<Vec<String>> {
+    pub(crate) fn eds_list(&self, r: &SotwResponse) -> Arc<Vec<String>> {
         let mut h = Xxh3::new();
         for any in &r.resources {
             h.update(&(any.value.len() as u64).to_le_bytes());

@@ -13,17 +13,17 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use wayfinder::xds::TypeUrl;
 use wayfinder::xds::pb::core::Node;
-use wayfinder::xds::pb::discovery::{DiscoveryRequest, DiscoveryResponse};
 
 use crate::args::Kind;
 use crate::client::{Machine, Progress, diff, drive};
 use crate::decode;
 use crate::fleet::Fleet;
 use crate::mesh;
+use crate::wire::{self, SotwRequest as DiscoveryRequest, SotwResponse as DiscoveryResponse};
 
 /// Connects client `id` and runs its stream.
 pub(crate) async fn run(fleet: &Arc<Fleet>, id: usize, started: Instant) -> Result<(), String> {
-    let mut client = fleet.connect().await?;
+    let channel = fleet.connect().await?;
     let mut m = Sotw::new(fleet.clone(), id);
     let (tx, rx) = mpsc::channel(16);
     for req in m.start() {
@@ -31,11 +31,7 @@ pub(crate) async fn run(fleet: &Arc<Fleet>, id: usize, started: Instant) -> Resu
             .await
             .map_err(|_| "the request stream closed")?;
     }
-    let stream = client
-        .stream_aggregated_resources(ReceiverStream::new(rx))
-        .await
-        .map_err(|s| format!("open the stream: {s}"))?
-        .into_inner();
+    let stream = wire::open(channel, wire::SOTW, ReceiverStream::new(rx)).await?;
     drive(fleet, id, started, m, tx, stream).await
 }
 
@@ -102,8 +98,7 @@ impl Sotw {
             type_url: t.as_str().into(),
             version_info: ty.version.clone(),
             response_nonce: ty.nonce.clone(),
-            resource_names: ty.names.to_vec(),
-            ..Default::default()
+            resource_names: ty.names.clone(),
         }
     }
 

@@ -1,0 +1,156 @@
+//! The tool's side of the wire: responses cut to what a simulated client reads, with resource
+//! bytes left as slices of the received message, and a state-of-the-world request whose names
+//! are shared rather than copied.
+//!
+//! The clients share two cores with the server, so what they spend is taken from the server's
+//! figures. Decoding Envoy's full message types copied every resource (a sidecar's initial
+//! configuration is about a megabyte) and every ACK cloned the thousand cluster names it
+//! repeats; both showed at the top of a `perf` profile of the tool.
+
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes};
+use http::uri::PathAndQuery;
+use prost::Message;
+use prost::encoding::{DecodeContext, WireType};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+use tonic::transport::Channel;
+use wayfinder::xds::pb::core::Node;
+
+/// `google.protobuf.Any` cut to its value (the type URL is the response's).
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct RawAny {
+    #[prost(bytes = "bytes", tag = "2")]
+    pub(crate) value: Bytes,
+}
+
+/// `DiscoveryResponse` cut to what a client reads.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct SotwResponse {
+    #[prost(string, tag = "1")]
+    pub(crate) version_info: String,
+    #[prost(message, repeated, tag = "2")]
+    pub(crate) resources: Vec<RawAny>,
+    #[prost(string, tag = "4")]
+    pub(crate) type_url: String,
+    #[prost(string, tag = "5")]
+    pub(crate) nonce: String,
+}
+
+/// `DeltaDiscoveryResponse` cut to what a client reads.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct DeltaResponse {
+    #[prost(message, repeated, tag = "2")]
+    pub(crate) resources: Vec<RawResource>,
+    #[prost(string, tag = "4")]
+    pub(crate) type_url: String,
+    #[prost(string, tag = "5")]
+    pub(crate) nonce: String,
+    #[prost(string, repeated, tag = "6")]
+    pub(crate) removed_resources: Vec<String>,
+}
+
+/// `Resource` (of a delta response) cut to its name and content.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct RawResource {
+    #[prost(message, optional, tag = "2")]
+    pub(crate) resource: Option<RawAny>,
+    #[prost(string, tag = "3")]
+    pub(crate) name: String,
+}
+
+/// A `DiscoveryRequest` whose resource names are a list shared by every client that asks for
+/// the same (encoding only; the tool never decodes requests).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct SotwRequest {
+    pub(crate) version_info: String,
+    pub(crate) node: Option<Node>,
+    pub(crate) resource_names: Arc<Vec<String>>,
+    pub(crate) type_url: String,
+    pub(crate) response_nonce: String,
+}
+
+impl Message for SotwRequest {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        // As prost's derived code: proto3 leaves empty strings out.
+        fn string(tag: u32, s: &String, buf: &mut impl BufMut) {
+            if !s.is_empty() {
+                prost::encoding::string::encode(tag, s, buf);
+            }
+        }
+        string(1, &self.version_info, buf);
+        if let Some(node) = &self.node {
+            prost::encoding::message::encode(2, node, buf);
+        }
+        for name in self.resource_names.iter() {
+            prost::encoding::string::encode(3, name, buf);
+        }
+        string(4, &self.type_url, buf);
+        string(5, &self.response_nonce, buf);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        let string = |tag, s: &String| {
+            if s.is_empty() {
+                0
+            } else {
+                prost::encoding::string::encoded_len(tag, s)
+            }
+        };
+        string(1, &self.version_info)
+            + self
+                .node
+                .as_ref()
+                .map_or(0, |n| prost::encoding::message::encoded_len(2, n))
+            + prost::encoding::string::encoded_len_repeated(3, &self.resource_names)
+            + string(4, &self.type_url)
+            + string(5, &self.response_nonce)
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// The state-of-the-world method.
+pub(crate) const SOTW: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+/// The delta method.
+pub(crate) const DELTA: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
+
+/// Opens an ADS stream of `method` on `channel`, sending `requests`.
+pub(crate) async fn open<Req, Resp>(
+    channel: Channel,
+    method: &'static str,
+    requests: ReceiverStream<Req>,
+) -> Result<Streaming<Resp>, String>
+where
+    Req: Message + Send + Sync + 'static,
+    Resp: Message + Default + Send + Sync + 'static,
+{
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(usize::MAX);
+    grpc.ready()
+        .await
+        .map_err(|e| format!("connection not ready: {e}"))?;
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    grpc.streaming(
+        tonic::Request::new(requests),
+        PathAndQuery::from_static(method),
+        codec,
+    )
+    .await
+    .map(tonic::Response::into_inner)
+    .map_err(|s| format!("open the stream: {s}"))
+}
