@@ -283,7 +283,7 @@ impl StreamState {
         type_url: TypeUrl,
         snap: &XdsSnapshot,
         mode: Mode<'_>,
-    ) -> Option<(SotwResponse, BTreeSet<Arc<str>>)> {
+    ) -> Option<(SotwResponse, Vec<Arc<str>>)> {
         let state = self.types.get_mut(&type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
         let version = response_version(&all, state.subscription_version);
@@ -351,7 +351,7 @@ impl StreamState {
                 .cloned()
                 .collect()
         };
-        let changed: BTreeSet<Arc<str>> = send
+        let changed: Vec<Arc<str>> = send
             .iter()
             .filter(|r| !held.holds(r, sub))
             .map(|r| r.name.clone())
@@ -412,7 +412,7 @@ fn response_version(all: &Resources, subscription: Version) -> Version {
 /// response and the names whose content the client did not have. Shared by both protocols.
 pub(super) fn push_in_order<R>(
     served: &BTreeSet<TypeUrl>,
-    mut build: impl FnMut(TypeUrl, &BTreeSet<Arc<str>>) -> Option<(R, BTreeSet<Arc<str>>)>,
+    mut build: impl FnMut(TypeUrl, &BTreeSet<Arc<str>>) -> Option<(R, Vec<Arc<str>>)>,
 ) -> Vec<R> {
     let mut responses = Vec::new();
     let mut changed_clusters = BTreeSet::new();
@@ -429,7 +429,7 @@ pub(super) fn push_in_order<R>(
         if let Some((response, changed)) = build(type_url, forced) {
             responses.push(response);
             if type_url == TypeUrl::Cluster {
-                changed_clusters = changed;
+                changed_clusters = changed.into_iter().collect();
             }
         }
     }
