@@ -381,5 +381,5 @@ mod requests;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use requests::Requests;
 pub use requests::SotwRequest;
+pub(crate) use requests::{Incoming, Requests};

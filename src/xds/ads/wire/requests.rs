@@ -10,18 +10,21 @@ use tonic::Status;
 use tonic::body::Body;
 
 use super::MAX_REQUEST;
-use crate::xds::pb::discovery::DiscoveryRequest;
+use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 /// A state-of-the-world request as the server reads it: every field but the resource names
-/// decoded as usual, the names kept as the bytes they came in (shared with the request's
-/// buffer) with a hash of them all. A sidecar's endpoint ACK repeats every cluster name it
-/// knows; when the hash is the one of its previous request, the names need not be decoded,
-/// allocated or compared.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// decoded as usual, the names only hashed. A sidecar's endpoint ACK repeats every cluster
+/// name it knows (60 KB for a thousand services); when the hash is the one of its previous
+/// request, the names need not be decoded, allocated or compared, and when it is not, they
+/// are read again from the message, which the request keeps. Decode with
+/// [`SotwRequest::from_message`]: `Message::decode` alone has nowhere to keep the message, so
+/// its names would be lost (their hash is kept).
+#[derive(Clone, Debug, Default)]
 pub struct SotwRequest {
     /// The request, without its resource names.
     pub request: DiscoveryRequest,
-    names: Vec<Bytes>,
+    /// The message as received (for a request made by [`From`], as encoded).
+    raw: Bytes,
     names_hash_state: NamesHash,
 }
 
@@ -39,6 +42,13 @@ impl NamesHash {
 }
 
 impl SotwRequest {
+    /// Decodes a request, keeping `message` to read its names from if they are needed.
+    pub fn from_message(message: Bytes) -> Result<Self, prost::DecodeError> {
+        let mut request = Self::decode(message.clone())?;
+        request.raw = message;
+        Ok(request)
+    }
+
     /// A hash of the resource names, in order: equal names, equal hash.
     pub fn names_hash(&self) -> u64 {
         self.names_hash_state.0
@@ -46,28 +56,49 @@ impl SotwRequest {
 
     /// The resource names, decoded; a name that is not UTF-8 is an error naming it.
     pub fn names(&self) -> Result<Vec<String>, String> {
-        self.names
-            .iter()
+        self.name_bytes()
             .map(|n| {
                 String::from_utf8(n.to_vec()).map_err(|_| {
                     format!(
                         "resource name {:?} is not UTF-8",
-                        String::from_utf8_lossy(n)
+                        String::from_utf8_lossy(&n)
                     )
                 })
             })
             .collect()
     }
+
+    /// Field 3 of the kept message, each occurrence in order (the message decoded once
+    /// already, so it is well formed).
+    fn name_bytes(&self) -> impl Iterator<Item = Bytes> + '_ {
+        let mut buf = self.raw.clone();
+        std::iter::from_fn(move || {
+            while buf.has_remaining() {
+                let (tag, wire_type) = prost::encoding::decode_key(&mut buf).ok()?;
+                if tag == 3 {
+                    let len = prost::encoding::decode_varint(&mut buf).ok()? as usize;
+                    return (len <= buf.remaining()).then(|| buf.split_to(len));
+                }
+                prost::encoding::skip_field(wire_type, tag, &mut buf, Default::default()).ok()?;
+            }
+            None
+        })
+    }
+}
+
+impl PartialEq for SotwRequest {
+    fn eq(&self, other: &Self) -> bool {
+        self.request == other.request
+            && self.names_hash_state == other.names_hash_state
+            && self.name_bytes().eq(other.name_bytes())
+    }
 }
 
 impl From<DiscoveryRequest> for SotwRequest {
-    fn from(mut request: DiscoveryRequest) -> Self {
-        let mut out = Self::default();
-        for name in std::mem::take(&mut request.resource_names) {
-            out.names_hash_state.add(name.as_bytes());
-            out.names.push(Bytes::from(name));
-        }
-        out.request = request;
+    fn from(request: DiscoveryRequest) -> Self {
+        let raw = Bytes::from(request.encode_to_vec());
+        let mut out = Self::from_message(raw.clone()).unwrap_or_default();
+        out.raw = raw;
         out
     }
 }
@@ -75,8 +106,8 @@ impl From<DiscoveryRequest> for SotwRequest {
 impl Message for SotwRequest {
     fn encode_raw(&self, buf: &mut impl BufMut) {
         self.request.encode_raw(buf);
-        for name in &self.names {
-            prost::encoding::bytes::encode(3, name, buf);
+        for name in self.name_bytes() {
+            prost::encoding::bytes::encode(3, &name, buf);
         }
     }
 
@@ -90,24 +121,53 @@ impl Message for SotwRequest {
         if tag != 3 {
             return self.request.merge_field(tag, wire_type, buf, ctx);
         }
+        prost::encoding::check_wire_type(prost::encoding::WireType::LengthDelimited, wire_type)?;
+        // Hashed where it lies when the name is in the buffer's current chunk (always, for a
+        // request read whole): no copy, no reference count per name.
+        let mut chunk = buf.chunk();
+        let before = chunk.len();
+        if let Ok(len) = prost::encoding::decode_varint(&mut chunk)
+            && let Some(name) = chunk.get(..len as usize)
+        {
+            self.names_hash_state.add(name);
+            let used = before - chunk.len() + name.len();
+            buf.advance(used);
+            return Ok(());
+        }
         let mut name = Bytes::new();
         prost::encoding::bytes::merge(wire_type, &mut name, buf, ctx)?;
         self.names_hash_state.add(&name);
-        self.names.push(name);
         Ok(())
     }
 
     fn encoded_len(&self) -> usize {
         self.request.encoded_len()
             + self
-                .names
-                .iter()
-                .map(|n| prost::encoding::bytes::encoded_len(3, n))
+                .name_bytes()
+                .map(|n| prost::encoding::bytes::encoded_len(3, &n))
                 .sum::<usize>()
     }
 
     fn clear(&mut self) {
         *self = Self::default();
+    }
+}
+
+/// A message a request stream carries.
+pub(crate) trait Incoming: Sized {
+    /// Decodes one message.
+    fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError>;
+}
+
+impl Incoming for SotwRequest {
+    fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError> {
+        Self::from_message(message)
+    }
+}
+
+impl Incoming for DeltaDiscoveryRequest {
+    fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError> {
+        Self::decode(message)
     }
 }
 
@@ -118,7 +178,7 @@ pub(crate) struct Requests<M> {
     _message: PhantomData<M>,
 }
 
-impl<M: Message + Default> Requests<M> {
+impl<M: Incoming> Requests<M> {
     pub(crate) fn new(body: Body) -> Self {
         Self {
             body,
@@ -172,7 +232,7 @@ impl<M: Message + Default> Requests<M> {
             // Let the buffer go: a stream should not keep its largest request's size.
             self.buf = BytesMut::new();
         }
-        M::decode(bytes.freeze())
+        M::from_bytes(bytes.freeze())
             .map(Some)
             .map_err(|err| Status::invalid_argument(format!("malformed request: {err}")))
     }

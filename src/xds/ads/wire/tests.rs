@@ -83,7 +83,7 @@ fn request(type_url: &str) -> DiscoveryRequest {
 }
 
 #[test]
-fn a_sotw_request_keeps_its_names_as_bytes_with_a_hash() {
+fn a_sotw_request_hashes_its_names_and_reads_them_when_asked() {
     let names = ["outbound|80||a", "outbound|80||b"];
     let request = DiscoveryRequest {
         type_url: "t".into(),
@@ -91,13 +91,14 @@ fn a_sotw_request_keeps_its_names_as_bytes_with_a_hash() {
         resource_names: names.iter().map(|n| n.to_string()).collect(),
         ..Default::default()
     };
-    let decoded = SotwRequest::decode(&*request.encode_to_vec()).expect("decodes");
+    let message = |r: &DiscoveryRequest| bytes::Bytes::from(r.encode_to_vec());
+    let decoded = SotwRequest::from_message(message(&request)).expect("decodes");
     assert_eq!(decoded.request.type_url, "t");
     assert_eq!(decoded.request.response_nonce, "3");
     assert!(decoded.request.resource_names.is_empty());
     assert_eq!(decoded.names().expect("UTF-8"), names);
     assert_eq!(decoded, SotwRequest::from(request.clone()));
-    let again = SotwRequest::decode(&*request.encode_to_vec()).expect("decodes");
+    let again = SotwRequest::from_message(message(&request)).expect("decodes");
     assert_eq!(again.names_hash(), decoded.names_hash());
     let reordered = DiscoveryRequest {
         resource_names: vec![names[1].into(), names[0].into()],
@@ -109,11 +110,19 @@ fn a_sotw_request_keeps_its_names_as_bytes_with_a_hash() {
     );
     let joined = DiscoveryRequest {
         resource_names: vec![format!("{}{}", names[0], names[1])],
-        ..request
+        ..request.clone()
     };
     assert_ne!(SotwRequest::from(joined).names_hash(), decoded.names_hash());
+    // Read from a buffer in two pieces that split a name, the names hash the same.
+    let whole = request.encode_to_vec();
+    let (head, tail) = whole.split_at(whole.len() - 3);
+    let split = SotwRequest::decode(bytes::Buf::chain(head, tail)).expect("decodes");
+    assert_eq!(split.names_hash(), decoded.names_hash());
+    // A name longer than what is left is an error, not a panic.
+    assert!(SotwRequest::from_message(bytes::Bytes::from_static(&[0x1a, 0x05, b'a'])).is_err());
     // Field 3 (resource_names), two bytes that are not UTF-8, as a client could send them.
-    let bad = SotwRequest::decode(&[0x1a, 0x02, 0xff, 0xfe][..]).expect("decodes");
+    let bad = SotwRequest::from_message(bytes::Bytes::from_static(&[0x1a, 0x02, 0xff, 0xfe]))
+        .expect("decodes");
     assert!(bad.names().expect_err("refused").contains("not UTF-8"));
 }
 
@@ -127,10 +136,10 @@ async fn requests_split_across_frames_or_sharing_one_are_read_whole() {
     first.extend_from_slice(&b[..3]);
     let mut second = b[3..].to_vec();
     second.extend_from_slice(&c);
-    let mut requests = Requests::<DiscoveryRequest>::new(body(vec![first, second]));
+    let mut requests = Requests::<SotwRequest>::new(body(vec![first, second]));
     for expected in ["a", "b", "c"] {
         let got = requests.message().await.expect("valid").expect("a message");
-        assert_eq!(got.type_url, expected);
+        assert_eq!(got.request.type_url, expected);
     }
     assert_eq!(requests.message().await.expect("clean end"), None);
 }
@@ -139,7 +148,7 @@ async fn requests_split_across_frames_or_sharing_one_are_read_whole() {
 async fn a_compressed_truncated_or_malformed_request_is_a_clear_error() {
     let mut compressed = framed(&request("a"));
     compressed[0] = 1;
-    let err = Requests::<DiscoveryRequest>::new(body(vec![compressed]))
+    let err = Requests::<SotwRequest>::new(body(vec![compressed]))
         .message()
         .await
         .expect_err("refused");
@@ -148,14 +157,14 @@ async fn a_compressed_truncated_or_malformed_request_is_a_clear_error() {
 
     let whole = framed(&request("a"));
     let truncated = whole[..whole.len() - 1].to_vec();
-    let err = Requests::<DiscoveryRequest>::new(body(vec![truncated]))
+    let err = Requests::<SotwRequest>::new(body(vec![truncated]))
         .message()
         .await
         .expect_err("refused");
     assert!(err.message().contains("mid-message"), "{err}");
 
     let garbage = vec![0, 0, 0, 0, 2, 0xff, 0xff];
-    let err = Requests::<DiscoveryRequest>::new(body(vec![garbage]))
+    let err = Requests::<SotwRequest>::new(body(vec![garbage]))
         .message()
         .await
         .expect_err("refused");
