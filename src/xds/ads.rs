@@ -310,7 +310,7 @@ impl AdsServer {
                     why = end.ended() => return Err(StreamError::Ended(why)),
                 }
             }
-            *lock(&conn.types) = state.status();
+            state.status_into(&mut lock(&conn.types));
         }
     }
 

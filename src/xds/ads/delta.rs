@@ -22,7 +22,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::held::{Held, Holding};
-use super::state::{Nack, Outcome, RequestError, TypeStatus, now, push_in_order};
+use super::state::{
+    Nack, Outcome, RequestError, StatusOf, TypeStatus, now, push_in_order, refresh_all,
+};
 use super::subscription::Subscription;
 use super::wire::DeltaResponse;
 use crate::xds::TypeUrl;
@@ -74,22 +76,16 @@ impl DeltaState {
     }
 
     /// Per-type status, for debug pages.
-    pub fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
-        self.types
-            .iter()
-            .map(|(t, s)| {
-                let status = TypeStatus {
-                    subscription: s.subscription.clone(),
-                    nonce: s.nonce.clone(),
-                    sent_version: s.sent_version.clone(),
-                    acked_version: s.acked_version.clone(),
-                    last_nack: s.last_nack.clone(),
-                    responses: s.responses,
-                    resources: s.held.count(&s.subscription),
-                };
-                (*t, status)
-            })
-            .collect()
+    pub fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+        refresh_all(&self.types, out, |s| StatusOf {
+            subscription: &s.subscription,
+            nonce: &s.nonce,
+            sent_version: &s.sent_version,
+            acked_version: &s.acked_version,
+            last_nack: &s.last_nack,
+            responses: s.responses,
+            held: &s.held,
+        });
     }
 
     /// Handles one request.

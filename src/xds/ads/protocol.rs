@@ -33,7 +33,8 @@ pub(super) trait Protocol: Send + Sized + 'static {
     fn summary(response: &Self::Response) -> Summary<'_>;
     fn encode(response: &Self::Response) -> Encoded;
     fn proxy(&self) -> &Arc<Proxy>;
-    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus>;
+    /// Refreshes the debug copy of the per-type state.
+    fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>);
     fn on_request(
         &mut self,
         req: &Self::Request,
@@ -71,8 +72,8 @@ impl Protocol for StreamState {
     fn proxy(&self) -> &Arc<Proxy> {
         StreamState::proxy(self)
     }
-    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
-        StreamState::status(self)
+    fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+        StreamState::status_into(self, out);
     }
     fn on_request(
         &mut self,
@@ -115,8 +116,8 @@ impl Protocol for DeltaState {
     fn proxy(&self) -> &Arc<Proxy> {
         DeltaState::proxy(self)
     }
-    fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
-        DeltaState::status(self)
+    fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+        DeltaState::status_into(self, out);
     }
     fn on_request(
         &mut self,

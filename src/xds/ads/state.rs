@@ -109,7 +109,7 @@ struct TypeState {
 }
 
 /// A copy of a type's protocol state for debug pages, without the per-resource bookkeeping.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct TypeStatus {
     /// What the client subscribed to.
     pub subscription: Subscription,
@@ -128,18 +128,40 @@ pub struct TypeStatus {
     pub resources: usize,
 }
 
-impl TypeState {
-    /// The debug copy.
-    fn status(&self) -> TypeStatus {
-        TypeStatus {
-            subscription: self.subscription.clone(),
-            nonce: self.nonce.clone(),
-            sent_version: self.sent_version.clone(),
-            acked_version: self.acked_version.clone(),
-            last_nack: self.last_nack.clone(),
-            responses: self.responses,
-            resources: self.held.count(&self.subscription),
-        }
+/// What a [`TypeStatus`] is refreshed from: either variant's per-type state, borrowed.
+pub(super) struct StatusOf<'a> {
+    pub(super) subscription: &'a Subscription,
+    pub(super) nonce: &'a Option<String>,
+    pub(super) sent_version: &'a Option<String>,
+    pub(super) acked_version: &'a Option<String>,
+    pub(super) last_nack: &'a Option<Nack>,
+    pub(super) responses: u64,
+    pub(super) held: &'a Held,
+}
+
+impl TypeStatus {
+    /// Brings the debug copy up to date. It is refreshed after every message of every stream,
+    /// so its strings keep their buffers (`clone_from`): building it anew each time was a
+    /// tenth of the server's time under churn (perf).
+    pub(super) fn refresh(&mut self, from: StatusOf<'_>) {
+        self.subscription.clone_from(from.subscription);
+        self.nonce.clone_from(from.nonce);
+        self.sent_version.clone_from(from.sent_version);
+        self.acked_version.clone_from(from.acked_version);
+        self.last_nack.clone_from(from.last_nack);
+        self.responses = from.responses;
+        self.resources = from.held.count(from.subscription);
+    }
+}
+
+/// Refreshes one debug copy per type.
+pub(super) fn refresh_all<'a, S: 'a>(
+    types: impl IntoIterator<Item = (&'a TypeUrl, &'a S)>,
+    out: &mut BTreeMap<TypeUrl, TypeStatus>,
+    view: impl Fn(&'a S) -> StatusOf<'a>,
+) {
+    for (t, s) in types {
+        out.entry(*t).or_default().refresh(view(s));
     }
 }
 
@@ -177,8 +199,16 @@ impl StreamState {
     }
 
     /// Per-type status, for debug pages.
-    pub fn status(&self) -> BTreeMap<TypeUrl, TypeStatus> {
-        self.types.iter().map(|(t, s)| (*t, s.status())).collect()
+    pub fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+        refresh_all(&self.types, out, |s| StatusOf {
+            subscription: &s.subscription,
+            nonce: &s.nonce,
+            sent_version: &s.sent_version,
+            acked_version: &s.acked_version,
+            last_nack: &s.last_nack,
+            responses: s.responses,
+            held: &s.held,
+        });
     }
 
     /// Handles one request.
