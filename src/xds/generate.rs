@@ -54,6 +54,10 @@ pub struct XdsSnapshot {
     listeners: Memo<(ScopeKey, ListenSettings), Arc<Layer>>,
     gateways: Memo<GatewayKey, [Arc<Layer>; 2]>,
     routes: Memo<(ScopeKey, Arc<str>), Arc<Layer>>,
+    /// A sidecar's inbound clusters and listener, by what they depend on: every sidecar of
+    /// a deployment shares them, and a stream pushed an endpoint change no longer generates
+    /// its own (perf: a tenth of the server's time at 2,000 sidecars).
+    inbound: Memo<(inbound::Ports, ListenSettings), [Arc<Layer>; 2]>,
     instances: OnceLock<inbound::Index>,
 }
 
@@ -88,6 +92,7 @@ impl XdsSnapshot {
             listeners: Memo::default(),
             gateways: Memo::default(),
             routes: Memo::default(),
+            inbound: Memo::default(),
             instances: OnceLock::new(),
         }
     }
@@ -133,6 +138,9 @@ impl XdsSnapshot {
             listeners: carry_if(same_topology, &previous.listeners),
             gateways: carry_if(same_topology, &previous.gateways),
             routes: carry_if(same_topology, &previous.routes),
+            // A pure function of its key: whatever the change, a key asked for again keeps
+            // its layers (see `inbound`).
+            inbound: Memo::after(previous.inbound.computed()),
             instances: OnceLock::new(),
             model,
         }
@@ -203,10 +211,7 @@ impl XdsSnapshot {
         };
         let layers = match type_url {
             TypeUrl::Cluster if is_sidecar => {
-                vec![
-                    outbound()[0].clone(),
-                    Layer::new(inbound::clusters(self.instances(), proxy)),
-                ]
+                vec![outbound()[0].clone(), self.inbound(proxy)[0].clone()]
             }
             TypeUrl::Cluster => vec![outbound()[0].clone()],
             TypeUrl::Endpoint => vec![outbound()[1].clone()],
@@ -218,10 +223,7 @@ impl XdsSnapshot {
                         Layer::after(previous.as_deref(), set)
                     },
                 );
-                vec![
-                    (*shared).clone(),
-                    Layer::new(inbound::listener(self.instances(), proxy)),
-                ]
+                vec![(*shared).clone(), self.inbound(proxy)[1].clone()]
             }
             TypeUrl::Route if is_sidecar => {
                 let routes = self.routes.get_after(
@@ -317,6 +319,19 @@ impl XdsSnapshot {
             }
         }
         Resources { layers }
+    }
+
+    /// A sidecar's inbound layers: clusters, then the listener.
+    fn inbound(&self, proxy: &Proxy) -> Arc<[Arc<Layer>; 2]> {
+        let ports = self.instances().ports(proxy);
+        let key = (ports, proxy.listen.clone());
+        self.inbound.get_after(key.clone(), |previous| match previous {
+            Some(same) => (*same).clone(),
+            None => [
+                Layer::new(inbound::clusters(&key.0)),
+                Layer::new(inbound::listener(&key.0, &key.1)),
+            ],
+        })
     }
 
     fn instances(&self) -> &inbound::Index {

@@ -22,7 +22,7 @@ use crate::xds::pb::listener::{
 };
 use crate::xds::pb::original_dst::OriginalDst;
 use crate::xds::pb::route::RouteConfiguration;
-use crate::xds::proxy::Proxy;
+use crate::xds::proxy::{ListenSettings, Proxy};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
 /// Instances by IP: for each address, the ports its workloads serve and with which protocol.
@@ -55,7 +55,9 @@ impl Index {
         Self { by_ip }
     }
 
-    fn ports(&self, proxy: &Proxy) -> BTreeMap<u16, Protocol> {
+    /// The ports the proxy's instances serve, with their protocols: all the inbound side
+    /// depends on, with where the proxy listens.
+    pub(super) fn ports(&self, proxy: &Proxy) -> Ports {
         let mut ports = BTreeMap::new();
         for ip in &proxy.ips {
             for (port, protocol) in self.by_ip.get(ip).into_iter().flatten() {
@@ -66,10 +68,13 @@ impl Index {
     }
 }
 
+/// Ports of a proxy's instances and their protocols.
+pub(super) type Ports = BTreeMap<u16, Protocol>;
+
 /// `inbound|<port>||` for every port the proxy's instances serve: the workload on localhost.
-pub(super) fn clusters(index: &Index, proxy: &Proxy) -> ResourceSet {
+pub(super) fn clusters(ports: &Ports) -> ResourceSet {
     let mut set = ResourceSet::new();
-    for port in index.ports(proxy).keys() {
+    for port in ports.keys() {
         let name = names::inbound_cluster(*port);
         let cluster = Cluster {
             name: name.clone(),
@@ -99,13 +104,12 @@ pub(super) fn clusters(index: &Index, proxy: &Proxy) -> ResourceSet {
 /// `virtualInbound` on the inbound capture port: a filter chain per instance port (HTTP ports
 /// through a connection manager, others through `tcp_proxy`), connections to the capture port
 /// itself dropped, and anything else passed through.
-pub(super) fn listener(index: &Index, proxy: &Proxy) -> ResourceSet {
-    let listen = &proxy.listen;
+pub(super) fn listener(ports: &Ports, listen: &ListenSettings) -> ResourceSet {
     let mut chains: Vec<FilterChain> =
         blackhole_chain("virtualInbound-blackhole", listen.inbound_port)
             .into_iter()
             .collect();
-    for (port, protocol) in index.ports(proxy) {
+    for (&port, &protocol) in ports {
         let cluster = names::inbound_cluster(port);
         let filter = if protocol.is_http() {
             let stat_prefix = format!("inbound_{}", names::listener(&listen.address, port));
