@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::wire::SotwResponse;
+use crate::wire::{Names, SotwResponse};
 use wayfinder::xds::TypeUrl;
 use wayfinder::xds::pb::core::Node;
 use wayfinder::xds::pb::protobuf::{Struct, Value, value::Kind as ValueKind};
@@ -65,7 +65,7 @@ pub(crate) struct Fleet {
     any_pending: AtomicBool,
     /// EDS names of a state-of-the-world cluster response, by a hash of its content: every
     /// sidecar receives the same clusters, and one list is shared instead of one per client.
-    eds_lists: Mutex<HashMap<u64, Arc<Vec<String>>>>,
+    eds_lists: Mutex<HashMap<u64, Arc<Names>>>,
     events: mpsc::UnboundedSender<Event>,
 }
 
@@ -213,7 +213,7 @@ impl Fleet {
     }
 
     /// The EDS names of a state-of-the-world cluster response (sorted), shared by content.
-    pub(crate) fn eds_list(&self, r: &SotwResponse) -> Arc<Vec<String>> {
+    pub(crate) fn eds_list(&self, r: &SotwResponse) -> Arc<Names> {
         let mut h = Xxh3::new();
         for any in &r.resources {
             h.update(&(any.value.len() as u64).to_le_bytes());
@@ -230,7 +230,7 @@ impl Fleet {
             .collect();
         names.sort();
         names.dedup();
-        let list = Arc::new(names);
+        let list = Arc::new(Names::new(names));
         self.eds_lists.lock().unwrap().insert(key, list.clone());
         list
     }

@@ -19,7 +19,9 @@ use crate::client::{Machine, Progress, diff, drive};
 use crate::decode;
 use crate::fleet::Fleet;
 use crate::mesh;
-use crate::wire::{self, SotwRequest as DiscoveryRequest, SotwResponse as DiscoveryResponse};
+use crate::wire::{
+    self, Names, SotwRequest as DiscoveryRequest, SotwResponse as DiscoveryResponse,
+};
 
 /// Connects client `id` and runs its stream.
 pub(crate) async fn run(fleet: &Arc<Fleet>, id: usize, started: Instant) -> Result<(), String> {
@@ -41,7 +43,7 @@ struct Type {
     version: String,
     nonce: String,
     /// The subscription (sorted); empty for a wildcard one.
-    names: Arc<Vec<String>>,
+    names: Arc<Names>,
 }
 
 struct Sotw {
@@ -83,7 +85,7 @@ impl Sotw {
                 names.sort();
                 names.dedup();
                 self.progress.want(TypeUrl::Listener, &names);
-                self.types[TypeUrl::Listener as usize].names = Arc::new(names);
+                self.types[TypeUrl::Listener as usize].names = Arc::new(Names::new(names));
                 self.listeners_asked = true;
                 vec![self.request(TypeUrl::Listener)]
             }
@@ -103,7 +105,7 @@ impl Sotw {
     }
 
     /// Replaces the subscription of `t`; a request if it changed.
-    fn subscribe(&mut self, t: TypeUrl, names: Arc<Vec<String>>) -> Option<DiscoveryRequest> {
+    fn subscribe(&mut self, t: TypeUrl, names: Arc<Names>) -> Option<DiscoveryRequest> {
         let old = &self.types[t as usize].names;
         if Arc::ptr_eq(old, &names) || **old == *names {
             return None;
@@ -160,7 +162,7 @@ impl Machine for Sotw {
                     .collect();
                 routes.sort();
                 routes.dedup();
-                out.extend(self.subscribe(TypeUrl::Route, Arc::new(routes)));
+                out.extend(self.subscribe(TypeUrl::Route, Arc::new(Names::new(routes))));
             }
             TypeUrl::Route if self.fleet.args.kind == Kind::Grpc => {
                 for any in &r.resources {
@@ -175,7 +177,7 @@ impl Machine for Sotw {
                     self.route_clusters.values().flatten().cloned().collect();
                 clusters.sort();
                 clusters.dedup();
-                out.extend(self.subscribe(TypeUrl::Cluster, Arc::new(clusters)));
+                out.extend(self.subscribe(TypeUrl::Cluster, Arc::new(Names::new(clusters))));
             }
             TypeUrl::Route | TypeUrl::Endpoint => {}
         }

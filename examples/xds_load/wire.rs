@@ -60,13 +60,42 @@ pub(crate) struct RawResource {
     pub(crate) name: String,
 }
 
+/// A subscription's names, sorted, with their encoding as `resource_names` fields, made once
+/// and shared by every client that asks for the same list (a sidecar's endpoint ACK repeats
+/// a thousand names).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Names {
+    list: Vec<String>,
+    encoded: Bytes,
+}
+
+impl Names {
+    pub(crate) fn new(list: Vec<String>) -> Self {
+        let mut encoded = Vec::new();
+        for name in &list {
+            prost::encoding::string::encode(3, name, &mut encoded);
+        }
+        Self {
+            list,
+            encoded: encoded.into(),
+        }
+    }
+}
+
+impl std::ops::Deref for Names {
+    type Target = Vec<String>;
+    fn deref(&self) -> &Vec<String> {
+        &self.list
+    }
+}
+
 /// A `DiscoveryRequest` whose resource names are a list shared by every client that asks for
 /// the same (encoding only; the tool never decodes requests).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct SotwRequest {
     pub(crate) version_info: String,
     pub(crate) node: Option<Node>,
-    pub(crate) resource_names: Arc<Vec<String>>,
+    pub(crate) resource_names: Arc<Names>,
     pub(crate) type_url: String,
     pub(crate) response_nonce: String,
 }
@@ -83,9 +112,7 @@ impl Message for SotwRequest {
         if let Some(node) = &self.node {
             prost::encoding::message::encode(2, node, buf);
         }
-        for name in self.resource_names.iter() {
-            prost::encoding::string::encode(3, name, buf);
-        }
+        buf.put_slice(&self.resource_names.encoded);
         string(4, &self.type_url, buf);
         string(5, &self.response_nonce, buf);
     }
@@ -113,7 +140,7 @@ impl Message for SotwRequest {
                 .node
                 .as_ref()
                 .map_or(0, |n| prost::encoding::message::encoded_len(2, n))
-            + prost::encoding::string::encoded_len_repeated(3, &self.resource_names)
+            + self.resource_names.encoded.len()
             + string(4, &self.type_url)
             + string(5, &self.response_nonce)
     }
