@@ -19,6 +19,18 @@ pub(crate) struct Logs {
 
 impl Logs {
     /// The first line at or after `from` that `pred` accepts, and its index.
+    /// The first line at or after `from` that matches, among those logged so far.
+    #[allow(dead_code)] // not every load example reads back its logs this way
+    pub(crate) fn find(
+        &self,
+        from: usize,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<(usize, Value)> {
+        let lines = self.lines.lock().unwrap();
+        let found = lines.iter().enumerate().skip(from).find(|(_, l)| pred(l));
+        found.map(|(i, l)| (i, l.clone()))
+    }
+
     pub(crate) async fn wait(&self, from: usize, pred: impl Fn(&Value) -> bool) -> (usize, Value) {
         loop {
             let notified = self.more.notified();

@@ -204,6 +204,21 @@ pub(crate) async fn churn(
     // Where each service's last "registry change" line was found: changes are searched from
     // there, as a file read may log several services in another order than they were written.
     let mut cursors: HashMap<usize, usize> = HashMap::new();
+    // The server's log is read by another task: wait (once) until it has the last change's
+    // publication, so that every earlier line is in.
+    if let Some(last) = written.last() {
+        let host = mesh::hostname(last.service);
+        let change = |l: &serde_json::Value| {
+            l["message"] == "registry change"
+                && l["service"]
+                    .as_str()
+                    .is_some_and(|s| s.ends_with(host.as_str()))
+        };
+        if let Ok((i, _)) = timeout(Duration::from_secs(1), logs.wait(log_from, change)).await {
+            let published = |l: &serde_json::Value| l["message"] == "snapshot published";
+            let _ = timeout(Duration::from_secs(1), logs.wait(i, published)).await;
+        }
+    }
     for w in &written {
         out.expected += w.subscribers.len();
         if let Some(got) = c.converged.get(&w.change) {
@@ -212,7 +227,7 @@ pub(crate) async fn churn(
                 .extend(mine.map(|(_, t)| ms(t.saturating_duration_since(w.at))));
         }
         let from = cursors.get(&w.service).copied().unwrap_or(log_from);
-        if let Some((i, line)) = snapshot_line(logs, from, &mesh::hostname(w.service)).await {
+        if let Some((i, line)) = snapshot_line(logs, from, &mesh::hostname(w.service)) {
             cursors.insert(w.service, i);
             out.snapshot_ms.push((log_secs(&line) - w.wall) * 1000.0);
         }
@@ -246,16 +261,18 @@ fn settled(c: &Collector, k: usize, subscribers: &HashSet<usize>) -> usize {
 
 /// The server's "registry change" line for `host` at or after `from`, and the first
 /// "snapshot published" line after it: returns the index after the first line, and the
-/// second line. None if the server logged no change for it (two changes read at once).
-async fn snapshot_line(logs: &Logs, from: usize, host: &str) -> Option<(usize, serde_json::Value)> {
-    let wait = Duration::from_secs(1);
+/// second line. None if the server logged no change for it (two changes read at once, or a
+/// change still in a batch when churn ended). Read after the receipts are in, so the lines are
+/// already logged: nothing is waited for (waiting a second for each change a batch swallowed
+/// made `--rate` runs take hours to report).
+fn snapshot_line(logs: &Logs, from: usize, host: &str) -> Option<(usize, serde_json::Value)> {
     let change = |l: &serde_json::Value| {
         l["message"] == "registry change"
             && l["service"].as_str().is_some_and(|s| s.ends_with(host))
     };
-    let (i, _) = timeout(wait, logs.wait(from, change)).await.ok()?;
+    let (i, _) = logs.find(from, change)?;
     let published = |l: &serde_json::Value| l["message"] == "snapshot published";
-    let (_, line) = timeout(wait, logs.wait(i, published)).await.ok()?;
+    let (_, line) = logs.find(i, published)?;
     Some((i + 1, line))
 }
 
