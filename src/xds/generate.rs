@@ -325,13 +325,14 @@ impl XdsSnapshot {
     fn inbound(&self, proxy: &Proxy) -> Arc<[Arc<Layer>; 2]> {
         let ports = self.instances().ports(proxy);
         let key = (ports, proxy.listen.clone());
-        self.inbound.get_after(key.clone(), |previous| match previous {
-            Some(same) => (*same).clone(),
-            None => [
-                Layer::new(inbound::clusters(&key.0)),
-                Layer::new(inbound::listener(&key.0, &key.1)),
-            ],
-        })
+        self.inbound
+            .get_after(key.clone(), |previous| match previous {
+                Some(same) => (*same).clone(),
+                None => [
+                    Layer::new(inbound::clusters(&key.0)),
+                    Layer::new(inbound::listener(&key.0, &key.1)),
+                ],
+            })
     }
 
     fn instances(&self) -> &inbound::Index {
