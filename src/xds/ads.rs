@@ -13,6 +13,7 @@ mod limits;
 mod outbox;
 mod protocol;
 mod state;
+mod status;
 mod subscription;
 mod wire;
 
@@ -35,7 +36,8 @@ use tonic::body::Body;
 
 pub use delta::DeltaState;
 pub use limits::{ADMISSION_WAIT, ConnectionEnd, DELIVERY_WAIT, Limits};
-pub use state::{Nack, Outcome, RequestError, StreamState, TypeStatus};
+pub use state::{Outcome, RequestError, StreamState};
+pub use status::{Nack, TypeStatus};
 pub use subscription::Subscription;
 pub use wire::{DeltaResponse, Encoded, SotwRequest, SotwResponse};
 

@@ -22,9 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::held::{Held, Holding};
-use super::state::{
-    Nack, Outcome, RequestError, StatusOf, TypeStatus, now, push_in_order, refresh_all,
-};
+use super::state::{Outcome, RequestError, now, push_in_order};
+use super::status::{Nack, StatusOf, TypeStatus, refresh_all};
 use super::subscription::Subscription;
 use super::wire::DeltaResponse;
 use crate::xds::TypeUrl;
