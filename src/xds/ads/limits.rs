@@ -4,8 +4,8 @@
 //! Istio's names and defaults, where it has them, with two changes that its users ask for:
 //! the new-stream limit admits a burst of a second's worth of streams instead of one at a
 //! time, and a stream that ends because its connection is old is closed with `UNAVAILABLE`
-//! right after the `GOAWAY`, so its client reconnects at once instead of after the grace
-//! period.
+//! right after the `GOAWAY`, so its client reconnects after its own short retry backoff
+//! instead of after the grace period.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
