@@ -215,3 +215,72 @@ async fn follows_endpoints(tools: &Tools, kind: Client) {
     assert!(types.values().all(|t| t["last_nack"].is_null()), "{syncz}");
     client.quit().await;
 }
+
+#[tokio::test]
+async fn python_grpcio_keeps_calling_and_following_across_connection_ages() {
+    let Some(tools) = tools() else { return };
+    across_connection_ages(&tools, Client::Python).await;
+}
+
+#[tokio::test]
+async fn node_grpc_js_xds_keeps_calling_and_following_across_connection_ages() {
+    let Some(tools) = tools() else { return };
+    across_connection_ages(&tools, Client::Node).await;
+}
+
+/// With a 1 s maximum connection age the client's ADS connection is closed again and again:
+/// every call still succeeds, the client comes back on a new stream each time, and it still
+/// follows an endpoint change afterwards.
+async fn across_connection_ages(tools: &Tools, kind: Client) {
+    let (_a, port_a) = backend(tools, "a").await;
+    let (_b, port_b) = backend(tools, "b").await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = "echo.default.svc.cluster.local";
+    let entry = |ports: &[u16]| service_entry("echo", host, ("grpc", 7070, "GRPC"), ports);
+    write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
+    let files = dir.path().to_str().unwrap();
+    let w = Wayfinder::start(&[
+        "--registries",
+        "File",
+        "--file-registry",
+        files,
+        "--max-connection-age",
+        "1s",
+    ])
+    .await;
+    let target = format!("xds:///{host}:7070");
+    let mut client = kind.spawn(tools, &target, &w.grpc.to_string(), "grpc-age-client");
+
+    let connection = || async { w.json("/debug/syncz").await[0]["connection_id"].clone() };
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while seen.len() < 3 {
+        let (ok, answer) = call(&mut client, 10, &[]).await;
+        assert_eq!(
+            ok.values().sum::<u64>(),
+            10,
+            "every call answered: {answer}"
+        );
+        let id = connection().await;
+        if id.is_u64() && !seen.contains(&id) {
+            seen.push(id);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the client's stream was not replaced twice: {seen:?}"
+        );
+    }
+    w.wait_log("a stream closed at its age", |l| {
+        l["message"] == "ending an xDS stream"
+            && l["why"].as_str().is_some_and(|w| w.contains("maximum age"))
+    })
+    .await;
+
+    // Still following: b goes, and calls stop reaching it.
+    write(dir.path(), "echo.yaml", &entry(&[port_a]));
+    until(&mut client, "calls to stop reaching b", 4, &[], |ok| {
+        ok.get("a") == Some(&4)
+    })
+    .await;
+    client.quit().await;
+}
