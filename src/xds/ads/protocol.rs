@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::wire::{DeltaResponse, Encoded, Incoming, SotwRequest, SotwResponse};
+use super::wire::{DeltaResponse, Encoded, RequestMessage, SotwRequest, SotwResponse};
 use super::{DeltaState, Outcome, RequestError, StreamState, TypeStatus};
 use crate::xds::pb::core::Node;
 use crate::xds::pb::discovery::DeltaDiscoveryRequest;
@@ -23,7 +23,7 @@ pub(super) struct Summary<'a> {
 
 /// What a stream needs from a protocol variant's state machine (state of the world or delta).
 pub(super) trait Protocol: Send + Sized + 'static {
-    type Request: Incoming + Send + 'static;
+    type Request: RequestMessage + Send + 'static;
     type Response: Send + 'static;
     /// For logs: `sotw` or `delta`.
     const VARIANT: &'static str;

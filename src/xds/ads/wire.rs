@@ -382,4 +382,4 @@ mod requests;
 mod tests;
 
 pub use requests::SotwRequest;
-pub(crate) use requests::{Incoming, Requests};
+pub(crate) use requests::{RequestMessage, Requests};

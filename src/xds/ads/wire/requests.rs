@@ -154,18 +154,18 @@ impl Message for SotwRequest {
 }
 
 /// A message a request stream carries.
-pub(crate) trait Incoming: Sized {
+pub(crate) trait RequestMessage: Sized {
     /// Decodes one message.
     fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError>;
 }
 
-impl Incoming for SotwRequest {
+impl RequestMessage for SotwRequest {
     fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError> {
         Self::from_message(message)
     }
 }
 
-impl Incoming for DeltaDiscoveryRequest {
+impl RequestMessage for DeltaDiscoveryRequest {
     fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError> {
         Self::decode(message)
     }
@@ -178,7 +178,7 @@ pub(crate) struct Requests<M> {
     _message: PhantomData<M>,
 }
 
-impl<M: Incoming> Requests<M> {
+impl<M: RequestMessage> Requests<M> {
     pub(crate) fn new(body: Body) -> Self {
         Self {
             body,
