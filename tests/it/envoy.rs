@@ -118,6 +118,24 @@ static_resources:
     pub(crate) async fn clusters(&self) -> String {
         get(self.admin, "/clusters").await.1
     }
+
+    /// Envoy's nonzero `*update_rejected` stats, sorted.
+    pub(crate) async fn rejected(&self) -> Vec<(String, String)> {
+        let stats = self.stats().await.into_iter();
+        let mut out: Vec<_> = stats
+            .filter(|(k, v)| k.ends_with("update_rejected") && v != "0")
+            .collect();
+        out.sort();
+        out
+    }
+
+    pub(crate) async fn assert_nothing_rejected(&self) {
+        let rejected = self.rejected().await;
+        assert!(
+            rejected.is_empty(),
+            "Envoy rejected configuration: {rejected:?}"
+        );
+    }
 }
 
 fn read_admin(path: &Path) -> Option<SocketAddr> {
@@ -141,6 +159,21 @@ fn hosts(page: &str, cluster: &str) -> Vec<String> {
 
 const ECHO: &str = "outbound|8080||echo.default.svc.cluster.local";
 
+/// Node metadata of a sidecar on loopback: capture listeners on 127.0.0.1, on ports the OS
+/// picks.
+const SIDECAR: &str = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
+
+/// The ServiceEntry file of `echo` (HTTP on 8080, `protocol`) with loopback endpoints on
+/// `ports`.
+fn echo(protocol: &str, ports: &[u16]) -> String {
+    service_entry(
+        "echo",
+        "echo.default.svc.cluster.local",
+        ("http", 8080, protocol),
+        ports,
+    )
+}
+
 #[tokio::test]
 async fn envoy_sidecar_accepts_everything_and_follows_the_registry() {
     sidecar_follows_the_registry("GRPC").await;
@@ -156,19 +189,10 @@ async fn envoy_sidecar_over_delta_xds_accepts_everything_and_follows_the_registr
 async fn sidecar_follows_the_registry(api_type: &str) {
     let Some(tools) = tools() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let entry = |protocol: &str, ports: &[u16]| {
-        service_entry(
-            "echo",
-            "echo.default.svc.cluster.local",
-            ("http", 8080, protocol),
-            ports,
-        )
-    };
-    write(dir.path(), "echo.yaml", &entry("HTTP", &[9001, 9002]));
+    write(dir.path(), "echo.yaml", &echo("HTTP", &[9001, 9002]));
     let w = Wayfinder::with_files("", dir.path()).await;
     let id = "sidecar~127.0.0.1~envoy-1.default~default.svc.cluster.local";
-    let meta = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
-    let envoy = Envoy::start_with(&tools, w.grpc, id, meta, api_type).await;
+    let envoy = Envoy::start_with(&tools, w.grpc, id, SIDECAR, api_type).await;
 
     // Every type arrives and is accepted.
     eventually(
@@ -190,7 +214,7 @@ async fn sidecar_follows_the_registry(api_type: &str) {
     );
 
     // An endpoint change reaches Envoy.
-    write(dir.path(), "echo.yaml", &entry("HTTP", &[9001, 9003]));
+    write(dir.path(), "echo.yaml", &echo("HTTP", &[9001, 9003]));
     eventually("the endpoint change in Envoy's /clusters", || async {
         (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9003"]).then_some(())
     })
@@ -200,7 +224,7 @@ async fn sidecar_follows_the_registry(api_type: &str) {
     // holds the cluster ACK meanwhile. Without the re-sent endpoints it would wait for ever
     // (initial_fetch_timeout is 0); with them it is done at once.
     let before = envoy.stats().await["cluster_manager.cds.version_text"].clone();
-    write(dir.path(), "echo.yaml", &entry("HTTP2", &[9001, 9003]));
+    write(dir.path(), "echo.yaml", &echo("HTTP2", &[9001, 9003]));
     let received = eventually("the changed cluster in Envoy", || async {
         (envoy.stats().await["cluster_manager.cds.version_text"] != before).then(Instant::now)
     })
@@ -222,31 +246,14 @@ async fn sidecar_follows_the_registry(api_type: &str) {
         "warming took {took:?}: were the endpoints re-sent?"
     );
 
-    let rejected: Vec<(String, String)> = envoy
-        .stats()
-        .await
-        .into_iter()
-        .filter(|(k, v)| k.ends_with("update_rejected") && v != "0")
-        .collect();
-    assert!(
-        rejected.is_empty(),
-        "Envoy rejected configuration: {rejected:?}"
-    );
+    envoy.assert_nothing_rejected().await;
 }
 
 #[tokio::test]
 async fn envoy_over_delta_keeps_its_config_across_a_control_plane_restart_and_converges() {
     let Some(tools) = tools() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let entry = |ports: &[u16]| {
-        service_entry(
-            "echo",
-            "echo.default.svc.cluster.local",
-            ("http", 8080, "HTTP"),
-            ports,
-        )
-    };
-    write(dir.path(), "echo.yaml", &entry(&[9001, 9002]));
+    write(dir.path(), "echo.yaml", &echo("HTTP", &[9001, 9002]));
     let files = dir.path().to_str().unwrap();
     let args = [
         "--registries",
@@ -259,8 +266,7 @@ async fn envoy_over_delta_keeps_its_config_across_a_control_plane_restart_and_co
     let w = Wayfinder::start(&args).await;
     let grpc = w.grpc.to_string();
     let id = "sidecar~127.0.0.1~envoy-2.default~default.svc.cluster.local";
-    let meta = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
-    let envoy = Envoy::start_with(&tools, w.grpc, id, meta, "DELTA_GRPC").await;
+    let envoy = Envoy::start_with(&tools, w.grpc, id, SIDECAR, "DELTA_GRPC").await;
     eventually("Envoy's endpoints", || async {
         (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9002"]).then_some(())
     })
@@ -279,7 +285,7 @@ async fn envoy_over_delta_keeps_its_config_across_a_control_plane_restart_and_co
     );
 
     // Meanwhile an endpoint changes; a new server on the same address catches Envoy up.
-    write(dir.path(), "echo.yaml", &entry(&[9001, 9003]));
+    write(dir.path(), "echo.yaml", &echo("HTTP", &[9001, 9003]));
     let w = Wayfinder::start_at(&grpc, &args).await;
     eventually("Envoy to converge after reconnecting", || async {
         (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9003"]).then_some(())
@@ -308,31 +314,14 @@ async fn envoy_over_delta_keeps_its_config_across_a_control_plane_restart_and_co
         (&1.into(), &1.into()),
         "{first_cds}"
     );
-    let rejected: Vec<(String, String)> = envoy
-        .stats()
-        .await
-        .into_iter()
-        .filter(|(k, v)| k.ends_with("update_rejected") && v != "0")
-        .collect();
-    assert!(
-        rejected.is_empty(),
-        "Envoy rejected configuration: {rejected:?}"
-    );
+    envoy.assert_nothing_rejected().await;
 }
 
 #[tokio::test]
 async fn envoy_reconnects_when_its_connection_reaches_the_maximum_age_and_keeps_following() {
     let Some(tools) = tools() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let entry = |ports: &[u16]| {
-        service_entry(
-            "echo",
-            "echo.default.svc.cluster.local",
-            ("http", 8080, "HTTP"),
-            ports,
-        )
-    };
-    write(dir.path(), "echo.yaml", &entry(&[9001, 9002]));
+    write(dir.path(), "echo.yaml", &echo("HTTP", &[9001, 9002]));
     let files = dir.path().to_str().unwrap();
     let args = [
         "--registries",
@@ -344,8 +333,7 @@ async fn envoy_reconnects_when_its_connection_reaches_the_maximum_age_and_keeps_
     ];
     let w = Wayfinder::start(&args).await;
     let id = "sidecar~127.0.0.1~envoy-3.default~default.svc.cluster.local";
-    let meta = "{WAYFINDER_LISTEN_ADDRESS: 127.0.0.1, PROXY_CONFIG: {proxyListenPort: 0, proxyInboundListenPort: 0}}";
-    let envoy = Envoy::start(&tools, w.grpc, id, meta).await;
+    let envoy = Envoy::start(&tools, w.grpc, id, SIDECAR).await;
     eventually("Envoy's endpoints", || async {
         (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9002"]).then_some(())
     })
@@ -375,21 +363,12 @@ async fn envoy_reconnects_when_its_connection_reaches_the_maximum_age_and_keeps_
     .await;
 
     // Still following the registry.
-    write(dir.path(), "echo.yaml", &entry(&[9001, 9003]));
+    write(dir.path(), "echo.yaml", &echo("HTTP", &[9001, 9003]));
     eventually("the endpoint change in Envoy's /clusters", || async {
         (hosts(&envoy.clusters().await, ECHO) == ["127.0.0.1:9001", "127.0.0.1:9003"]).then_some(())
     })
     .await;
-    let rejected: Vec<(String, String)> = envoy
-        .stats()
-        .await
-        .into_iter()
-        .filter(|(k, v)| k.ends_with("update_rejected") && v != "0")
-        .collect();
-    assert!(
-        rejected.is_empty(),
-        "Envoy rejected configuration: {rejected:?}"
-    );
+    envoy.assert_nothing_rejected().await;
 }
 
 /// True when, per `/debug/syncz`, the one proxy acknowledged the latest version of every type.

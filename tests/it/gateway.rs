@@ -202,19 +202,12 @@ impl Mesh {
         delayed.filter_map(|(_, v)| v.parse::<u64>().ok()).sum()
     }
 
-    /// Envoy's nonzero `*update_rejected` stats.
     async fn rejected(&self) -> Vec<(String, String)> {
-        let stats = self.envoy.stats().await.into_iter();
-        let mut out: Vec<_> = stats
-            .filter(|(k, v)| k.ends_with("update_rejected") && v != "0")
-            .collect();
-        out.sort();
-        out
+        self.envoy.rejected().await
     }
 
     async fn assert_nothing_rejected(&self) {
-        let rejected = self.rejected().await;
-        assert!(rejected.is_empty(), "Envoy rejected: {rejected:?}");
+        self.envoy.assert_nothing_rejected().await;
     }
 }
 

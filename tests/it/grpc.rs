@@ -161,21 +161,54 @@ async fn node_grpc_js_xds_follows_endpoints_in_a_service_entry_file() {
     follows_endpoints(&tools, Client::Node).await;
 }
 
+/// Backends `a` and `b`, a ServiceEntry file listing both as `echo` (gRPC on 7070), a server
+/// over it started with `flags`, and a `kind` client calling `echo` through it.
+struct Echo {
+    _backends: [Driven; 2],
+    ports: [u16; 2],
+    dir: tempfile::TempDir,
+    server: Wayfinder,
+    client: Driven,
+}
+
+const ECHO_HOST: &str = "echo.default.svc.cluster.local";
+
+impl Echo {
+    async fn start(tools: &Tools, kind: Client, flags: &[&str]) -> Self {
+        let (a, port_a) = backend(tools, "a").await;
+        let (b, port_b) = backend(tools, "b").await;
+        let dir = tempfile::tempdir().unwrap();
+        let ports = [port_a, port_b];
+        write(dir.path(), "echo.yaml", &Self::entry(&ports));
+        let server = Wayfinder::with_files_and("", dir.path(), flags).await;
+        let target = format!("xds:///{ECHO_HOST}:7070");
+        let client = kind.spawn(tools, &target, &server.grpc.to_string(), "grpc-test-client");
+        Self {
+            _backends: [a, b],
+            ports,
+            dir,
+            server,
+            client,
+        }
+    }
+
+    fn entry(ports: &[u16]) -> String {
+        service_entry("echo", ECHO_HOST, ("grpc", 7070, "GRPC"), ports)
+    }
+
+    /// Rewrites the file with the backends of `ports`.
+    fn list(&self, ports: &[u16]) {
+        write(self.dir.path(), "echo.yaml", &Self::entry(ports));
+    }
+}
+
 /// Two backends in a ServiceEntry file; calls reach both, then only the one left in the file,
 /// then both again.
 async fn follows_endpoints(tools: &Tools, kind: Client) {
-    let (_a, port_a) = backend(tools, "a").await;
-    let (_b, port_b) = backend(tools, "b").await;
-    let dir = tempfile::tempdir().unwrap();
-    let host = "echo.default.svc.cluster.local";
-    let entry = |ports: &[u16]| service_entry("echo", host, ("grpc", 7070, "GRPC"), ports);
-    write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
-    let w = Wayfinder::with_files("", dir.path()).await;
-    let xds = w.grpc.to_string();
-    let target = format!("xds:///{host}:7070");
-    let mut client = kind.spawn(tools, &target, &xds, "grpc-test-client");
+    let mut e = Echo::start(tools, kind, &[]).await;
+    let [port_a, port_b] = e.ports;
 
-    let (ok, answer) = call(&mut client, 20, &[]).await;
+    let (ok, answer) = call(&mut e.client, 20, &[]).await;
     assert_eq!(
         ok.values().sum::<u64>(),
         20,
@@ -187,33 +220,33 @@ async fn follows_endpoints(tools: &Tools, kind: Client) {
     );
 
     // Remove b: once the client has the change, every call goes to a.
-    write(dir.path(), "echo.yaml", &entry(&[port_a]));
-    until(&mut client, "calls to stop reaching b", 4, &[], |ok| {
+    e.list(&[port_a]);
+    until(&mut e.client, "calls to stop reaching b", 4, &[], |ok| {
         ok.get("a") == Some(&4)
     })
     .await;
-    let (ok, answer) = call(&mut client, 20, &[]).await;
+    let (ok, answer) = call(&mut e.client, 20, &[]).await;
     assert_eq!(ok, BTreeMap::from([("a".to_string(), 20)]), "{answer}");
 
     // Add it back: both again.
-    write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
-    until(&mut client, "calls to reach b again", 10, &[], |ok| {
+    e.list(&[port_a, port_b]);
+    until(&mut e.client, "calls to reach b again", 10, &[], |ok| {
         ok.contains_key("b")
     })
     .await;
-    let (ok, answer) = call(&mut client, 20, &[]).await;
+    let (ok, answer) = call(&mut e.client, 20, &[]).await;
     assert!(
         ok.get("a").copied().unwrap_or(0) > 0 && ok.get("b").copied().unwrap_or(0) > 0,
         "{answer}"
     );
     assert_eq!(ok.values().sum::<u64>(), 20, "{answer}");
 
-    let syncz = w.json("/debug/syncz").await;
+    let syncz = e.server.json("/debug/syncz").await;
     assert_eq!(syncz[0]["proxy_type"], "grpc");
     let types = syncz[0]["types"].as_object().unwrap();
     assert_eq!(types.len(), 4, "{syncz}");
     assert!(types.values().all(|t| t["last_nack"].is_null()), "{syncz}");
-    client.quit().await;
+    e.client.quit().await;
 }
 
 #[tokio::test]
@@ -232,30 +265,13 @@ async fn node_grpc_js_xds_keeps_calling_and_following_across_connection_ages() {
 /// every call still succeeds, the client comes back on a new stream each time, and it still
 /// follows an endpoint change afterwards.
 async fn across_connection_ages(tools: &Tools, kind: Client) {
-    let (_a, port_a) = backend(tools, "a").await;
-    let (_b, port_b) = backend(tools, "b").await;
-    let dir = tempfile::tempdir().unwrap();
-    let host = "echo.default.svc.cluster.local";
-    let entry = |ports: &[u16]| service_entry("echo", host, ("grpc", 7070, "GRPC"), ports);
-    write(dir.path(), "echo.yaml", &entry(&[port_a, port_b]));
-    let files = dir.path().to_str().unwrap();
-    let w = Wayfinder::start(&[
-        "--registries",
-        "File",
-        "--file-registry",
-        files,
-        "--max-connection-age",
-        "1s",
-    ])
-    .await;
-    let target = format!("xds:///{host}:7070");
-    let mut client = kind.spawn(tools, &target, &w.grpc.to_string(), "grpc-age-client");
-
+    let mut e = Echo::start(tools, kind, &["--max-connection-age", "1s"]).await;
+    let w = &e.server;
     let connection = || async { w.json("/debug/syncz").await[0]["connection_id"].clone() };
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while seen.len() < 3 {
-        let (ok, answer) = call(&mut client, 10, &[]).await;
+        let (ok, answer) = call(&mut e.client, 10, &[]).await;
         assert_eq!(
             ok.values().sum::<u64>(),
             10,
@@ -277,10 +293,10 @@ async fn across_connection_ages(tools: &Tools, kind: Client) {
     .await;
 
     // Still following: b goes, and calls stop reaching it.
-    write(dir.path(), "echo.yaml", &entry(&[port_a]));
-    until(&mut client, "calls to stop reaching b", 4, &[], |ok| {
+    e.list(&[e.ports[0]]);
+    until(&mut e.client, "calls to stop reaching b", 4, &[], |ok| {
         ok.get("a") == Some(&4)
     })
     .await;
-    client.quit().await;
+    e.client.quit().await;
 }

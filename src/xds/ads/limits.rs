@@ -85,7 +85,9 @@ impl Throttle {
 }
 
 /// Admits new streams at a steady rate with a burst of one second's worth (a generic cell
-/// rate algorithm: each admission moves a theoretical arrival time one interval on).
+/// rate algorithm: each admission moves a theoretical arrival time one interval on). Written
+/// here rather than taken from `governor`: it is a dozen lines, and the stream needs the
+/// admission time itself (to refuse beyond `ADMISSION_WAIT` without waiting first).
 pub(super) struct Admission {
     interval: Duration,
     tolerance: Duration,

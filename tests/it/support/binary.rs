@@ -98,17 +98,27 @@ impl Wayfinder {
     /// Starts it with the File registry over `dir` (after `registries_before`, e.g. `Mock,`)
     /// and a short debounce, so tests see file changes quickly.
     pub(crate) async fn with_files(registries_before: &str, dir: &std::path::Path) -> Self {
+        Self::with_files_and(registries_before, dir, &[]).await
+    }
+
+    /// [`Wayfinder::with_files`] with more flags.
+    pub(crate) async fn with_files_and(
+        registries_before: &str,
+        dir: &std::path::Path,
+        more: &[&str],
+    ) -> Self {
         let registries = format!("{registries_before}File");
         let dir = dir.to_str().expect("a UTF-8 temporary path");
-        Self::start(&[
+        let mut args = vec![
             "--registries",
             &registries,
             "--file-registry",
             dir,
             "--debounce-after",
             "10ms",
-        ])
-        .await
+        ];
+        args.extend_from_slice(more);
+        Self::start(&args).await
     }
 
     async fn bound(&self, listener: &str) -> SocketAddr {
