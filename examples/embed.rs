@@ -36,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
         monitoring_addr: "127.0.0.1:9093".parse()?,
         ready_requires_healthy: false,
         limits: Default::default(),
+        http_header_read_timeout: Duration::from_secs(10),
     })
     .await?;
 
@@ -53,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         token.cancel();
     });
-    running.wait().await?;
+    running.wait().await;
     mover.abort();
     Ok(())
 }

@@ -12,6 +12,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::registries::Kind;
 
+mod limits;
+
+pub use limits::{LimitArgs, parse_bytes};
+
 /// Command-line interface.
 #[derive(Debug, Parser)]
 #[command(
@@ -133,6 +137,9 @@ pub struct Discovery {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub log: LogArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client_limits: LimitArgs,
 }
 
 /// Flags of the Consul registry (`--registries Consul`). The `CONSUL_*` environment variables
@@ -243,12 +250,24 @@ pub enum ConfigSourceKind {
 impl Discovery {
     /// The ADS server's limits from the flags.
     pub fn limits(&self) -> crate::xds::ads::Limits {
+        let l = &self.client_limits;
         crate::xds::ads::Limits {
             push_throttle: self.push_throttle,
             new_streams_per_second: self.max_new_streams_per_second,
             max_connection_age: (!self.max_connection_age.is_zero())
                 .then_some(self.max_connection_age),
             max_connection_age_grace: self.max_connection_age_grace,
+            max_request_bytes: l.max_request_bytes,
+            request_budget_bytes: l.max_request_budget,
+            max_names_per_request: l.max_names_per_request,
+            max_node_id_bytes: l.max_node_id_bytes,
+            max_node_metadata_bytes: l.max_node_metadata_bytes,
+            max_streams_per_connection: l.max_streams_per_connection,
+            max_connections_per_peer: l.max_connections_per_peer,
+            max_connections: l.max_connections,
+            idle_timeout: l.connection_idle_timeout,
+            keepalive_interval: l.keepalive_interval,
+            keepalive_timeout: l.keepalive_timeout,
         }
     }
 }

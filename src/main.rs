@@ -39,6 +39,7 @@ async fn main() -> ExitCode {
 
 async fn discovery(args: Discovery) -> anyhow::Result<()> {
     init_logging(&args.log)?;
+    server::raise_descriptor_limit();
     let config = registries::Config {
         kinds: args.registries.clone(),
         file_paths: args.file_registry.clone(),
@@ -87,6 +88,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
         limits,
+        http_header_read_timeout: args.client_limits.http_header_read_timeout,
     })
     .await?;
     let token = running.shutdown_token();
@@ -95,7 +97,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         tracing::info!("shutting down");
         token.cancel();
     });
-    running.wait().await?;
+    running.wait().await;
     Ok(())
 }
 

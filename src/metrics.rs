@@ -41,6 +41,13 @@ pub struct TypeLabel {
     pub r#type: &'static str,
 }
 
+/// Labels `{reason="budget"}` for refusals.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Why: `rate`, `budget`, `size`, `names`, `node`, `compressed`, `slow`, `malformed`.
+    pub reason: &'static str,
+}
+
 /// Labels `{registry="File"}` for per-registry metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RegistryLabel {
@@ -103,9 +110,11 @@ pub struct Metrics {
     pub xds_type_rejects: Family<TypeLabel, IstioCounter>,
     /// `pilot_xds_expired_nonce`: requests ignored for a stale nonce.
     pub xds_expired_nonce: IstioCounter,
-    /// `wayfinder_xds_refused_streams_total`: new streams refused by the new-stream rate limit
-    /// (`--max-new-streams-per-second`).
-    pub xds_refused_streams: Counter,
+    /// `wayfinder_xds_refused_streams_total{reason}`: streams the server refused: `rate` (the
+    /// new-stream rate limit), `budget` (the request budget was in use), `size`, `names`,
+    /// `node` (a bad or oversized node), `compressed`, `slow` (a request that did not arrive
+    /// in time), `malformed`.
+    pub xds_refused_streams: Family<ReasonLabel, Counter>,
     /// `pilot_inbound_updates{type}`: registry changes (`eds`, `svc`, `svcdelete`).
     pub inbound_updates: Family<TypeLabel, IstioCounter>,
     /// `pilot_services`: services in the published snapshot.
@@ -154,7 +163,7 @@ impl Metrics {
             xds_rejects: IstioCounter::default(),
             xds_type_rejects: Family::default(),
             xds_expired_nonce: IstioCounter::default(),
-            xds_refused_streams: Counter::default(),
+            xds_refused_streams: Family::default(),
             inbound_updates: Family::default(),
             services: Gauge::default(),
             rejected_configs: IstioCounter::default(),
@@ -204,7 +213,7 @@ impl Metrics {
         );
         r.register(
             "wayfinder_xds_refused_streams",
-            "New xDS streams refused by the new-stream rate limit",
+            "xDS streams refused, by reason",
             m.xds_refused_streams.clone(),
         );
         r.register(

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -18,7 +19,12 @@ use crate::aggregate::{Aggregate, AggregateHandle, Settings};
 use crate::metrics::Metrics;
 use crate::xds::ads::{AdsServer, Limits};
 
+mod accept;
 mod grpc;
+mod http;
+
+pub use accept::raise_descriptor_limit;
+use accept::{Slots, descriptor_limit};
 
 /// Everything a server needs.
 pub struct Config {
@@ -38,8 +44,11 @@ pub struct Config {
     pub monitoring_addr: SocketAddr,
     /// Whether `/ready` also requires every registry to be healthy (not degraded).
     pub ready_requires_healthy: bool,
-    /// Push throttle, new-stream rate and connection ages.
+    /// The ADS port's limits: push throttle, new-stream rate, connection ages, request sizes
+    /// and budget, streams and connections.
     pub limits: Limits,
+    /// How long a client of the HTTP ports may take to send a request's headers.
+    pub http_header_read_timeout: Duration,
 }
 
 /// A running server.
@@ -57,7 +66,7 @@ pub struct Running {
     /// The metrics.
     pub metrics: Arc<Metrics>,
     shutdown: CancellationToken,
-    tasks: JoinSet<Result<(), ServeError>>,
+    tasks: JoinSet<()>,
 }
 
 /// A listener that could not be bound or failed while serving.
@@ -70,14 +79,6 @@ pub enum ServeError {
         what: &'static str,
         /// The address.
         addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// An HTTP server failed.
-    #[error("{what} HTTP server: {source}")]
-    Http {
-        /// Which server.
-        what: &'static str,
         /// Why.
         source: std::io::Error,
     },
@@ -117,25 +118,39 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         &config.limits,
         shutdown.clone(),
     );
+    let slots = slots(&config.limits);
     let mut tasks = JoinSet::new();
-    let grpc_serve = grpc::serve(grpc, ads.service(), config.limits, shutdown.clone());
-    tasks.spawn(async move {
-        grpc_serve.await;
-        Ok(())
-    });
+    tasks.spawn(grpc::serve(
+        grpc,
+        ads.service(),
+        config.limits,
+        slots.ads,
+        shutdown.clone(),
+    ));
     let debug = crate::debug::router(
         aggregate.clone(),
         ads.clone(),
         config.ready_requires_healthy,
     );
-    tasks.spawn(serve_http("http", http, debug, shutdown.clone()));
-    let monitor = crate::debug::monitoring_router(metrics.clone());
-    tasks.spawn(serve_http(
-        "monitoring",
-        monitoring,
-        monitor,
-        shutdown.clone(),
-    ));
+    let header_timeout = config.http_header_read_timeout;
+    for (what, listener, router) in [
+        ("http", http, debug),
+        (
+            "monitoring",
+            monitoring,
+            crate::debug::monitoring_router(metrics.clone()),
+        ),
+    ] {
+        let serve = http::serve(
+            what,
+            listener,
+            router,
+            slots.http,
+            header_timeout,
+            shutdown.clone(),
+        );
+        tasks.spawn(serve);
+    }
     Ok(Running {
         grpc_addr: bound[0],
         http_addr: bound[1],
@@ -159,36 +174,38 @@ impl Running {
         self.shutdown.clone()
     }
 
-    /// Waits until the servers stop (after [`Running::shutdown`], or when one fails, which
-    /// stops the others).
-    pub async fn wait(mut self) -> Result<(), ServeError> {
-        let mut result = Ok(());
-        while let Some(joined) = self.tasks.join_next().await {
+    /// Waits until the servers stop (after [`Running::shutdown`]; a server that ends for any
+    /// other reason stops the others).
+    pub async fn wait(mut self) {
+        while self.tasks.join_next().await.is_some() {
             self.shutdown.cancel();
-            if let Ok(Err(err)) = joined
-                && result.is_ok()
-            {
-                result = Err(err);
-            }
         }
-        result
     }
+}
+
+/// The connection slots of each port: `--max-connections` for ADS when set, else what the
+/// descriptor limit leaves after a reserve (see `server/accept.rs`).
+fn slots(limits: &Limits) -> Slots {
+    let mut slots = descriptor_limit().map_or(
+        Slots {
+            ads: usize::MAX,
+            http: 128,
+        },
+        Slots::for_limit,
+    );
+    if limits.max_connections > 0 {
+        slots.ads = limits.max_connections;
+    }
+    tracing::info!(
+        ads = slots.ads,
+        http = slots.http,
+        "connection slots per port (--max-connections)"
+    );
+    slots
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Bind { what, addr, source })
-}
-
-async fn serve_http(
-    what: &'static str,
-    listener: TcpListener,
-    router: axum::Router,
-    shutdown: CancellationToken,
-) -> Result<(), ServeError> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .map_err(|source| ServeError::Http { what, source })
 }

@@ -7,105 +7,198 @@
 //! when the server shuts down, the connection sends `GOAWAY` (no new streams) and ends its ADS
 //! streams with `UNAVAILABLE`, which clients answer by reconnecting on a new connection,
 //! perhaps to another replica; after `max_connection_age_grace` it is dropped.
+//!
+//! A connection is also closed when it has no stream for `idle_timeout` (from its first
+//! byte, so a socket that never sends the HTTP/2 preface is closed too, and after its last
+//! stream ended), and when it does not answer a keepalive ping. Each connection may hold only
+//! `max_streams_per_connection` streams, and its flow-control windows are small
+//! ([`WINDOW`]): what a client may send before the server reads it is bounded per connection,
+//! and what the server reads is bounded by the request budget.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-use crate::xds::ads::{AdsService, ConnectionEnd, Limits};
+use super::accept::{Accepted, Acceptor};
+use crate::xds::ads::{AdsService, ConnectionEnd, Limits, PeerAddr};
 
 /// Why a connection closes, as its streams' clients are told.
 const AT_AGE: &str = "the connection reached its maximum age (--max-connection-age)";
 const SHUTDOWN: &str = "the server is shutting down";
 
+/// The HTTP/2 flow-control windows of a connection and of each stream: what a client may send
+/// before the server reads it. HTTP/2's own default; hyper's is 1 MiB, which a client could
+/// fill on every connection with requests the server is not reading yet.
+pub(crate) const WINDOW: u32 = 64 << 10;
+
+/// How long an idle connection has to close after its `GOAWAY` before it is dropped.
+const IDLE_CLOSE: Duration = Duration::from_secs(1);
+
 /// Serves ADS on `listener` until `shutdown`, then waits for the connections to close.
+/// `slots` is how many connections may be open at once.
 pub(super) async fn serve(
     listener: TcpListener,
     ads: AdsService,
     limits: Limits,
+    slots: usize,
     shutdown: CancellationToken,
 ) {
+    let mut acceptor = Acceptor::new(listener, "grpc", slots, limits.max_connections_per_peer);
+    let limits = Arc::new(limits);
     let mut connections = JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
+            accepted = acceptor.accept(&shutdown) => accepted,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        match accepted {
-            Ok((tcp, _)) => {
-                // Without TCP_NODELAY a small response waits for the ACK of the one before it
-                // (Nagle): ~40 ms per round trip of the protocol, measured with
-                // examples/xds_load.
-                let _ = tcp.set_nodelay(true);
-                let age = limits.connection_age();
-                let grace = limits.max_connection_age_grace;
-                connections.spawn(connection(tcp, ads.clone(), age, grace, shutdown.clone()));
-            }
-            Err(err) => {
-                // Out of file descriptors, most likely: give connections time to close
-                // rather than spin.
-                tracing::warn!(%err, "cannot accept an ADS connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+        let Some(accepted) = accepted else { break };
+        // Without TCP_NODELAY a small response waits for the ACK of the one before it
+        // (Nagle): ~40 ms per round trip of the protocol, measured with examples/xds_load.
+        let _ = accepted.tcp.set_nodelay(true);
+        connections.spawn(connection(
+            accepted,
+            ads.clone(),
+            limits.clone(),
+            shutdown.clone(),
+        ));
     }
     while connections.join_next().await.is_some() {}
 }
 
-/// Serves one connection until the client closes it, it reaches `age`, or `shutdown`.
+/// Serves one connection until the client closes it, it reaches its age, it is idle, or
+/// `shutdown`.
 async fn connection(
-    tcp: TcpStream,
+    accepted: Accepted,
     ads: AdsService,
-    age: Option<Duration>,
-    grace: Duration,
+    limits: Arc<Limits>,
     shutdown: CancellationToken,
 ) {
+    let Accepted { tcp, peer, slot } = accepted;
     let end = ConnectionEnd::default();
+    let streams = Arc::new(watch::Sender::new(0usize));
     let service = {
         let end = end.clone();
+        let streams = streams.clone();
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let mut request = request.map(tonic::body::Body::new);
             request.extensions_mut().insert(end.clone());
+            request.extensions_mut().insert(PeerAddr(peer));
+            let open = OpenStream::new(streams.clone());
             let mut ads = ads.clone();
             async move {
                 let response: Result<_, Infallible> = ads.call(request).await;
-                response
+                Ok::<_, Infallible>(response?.map(|body| tonic::body::Body::new(open.watch(body))))
             }
         })
     };
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_streams_per_connection)
+        .initial_stream_window_size(WINDOW)
+        .initial_connection_window_size(WINDOW)
+        .keep_alive_interval(limits.keepalive_interval)
+        .keep_alive_timeout(limits.keepalive_timeout)
         .serve_connection(TokioIo::new(tcp), service);
     tokio::pin!(conn);
+    let age = limits.connection_age();
     let aged = async {
         match age {
             Some(age) => tokio::time::sleep(age).await,
             None => std::future::pending().await,
         }
     };
-    let why = tokio::select! {
+    let idle = idle(streams.subscribe(), limits.idle_timeout);
+    let (why, grace) = tokio::select! {
         result = conn.as_mut() => {
             if let Err(err) = result {
-                tracing::debug!(%err, "ADS connection ended");
+                tracing::debug!(%peer, %err, "ADS connection ended");
             }
             return;
         }
-        () = aged => AT_AGE,
-        () = shutdown.cancelled() => SHUTDOWN,
+        () = aged => (AT_AGE, limits.max_connection_age_grace),
+        () = shutdown.cancelled() => (SHUTDOWN, limits.max_connection_age_grace),
+        () = idle => {
+            tracing::debug!(%peer, timeout = ?limits.idle_timeout, "closing an ADS connection without streams");
+            ("the connection is idle", IDLE_CLOSE)
+        }
     };
     conn.as_mut().graceful_shutdown();
     end.end(why);
     if tokio::time::timeout(grace, conn).await.is_err() {
-        tracing::debug!(
-            why,
-            "dropping an ADS connection still open after the grace period"
-        );
+        tracing::debug!(%peer, why, "dropping an ADS connection still open after its grace period");
+    }
+    drop(slot);
+}
+
+/// Resolves once the connection has had no open stream for `timeout`.
+async fn idle(mut streams: watch::Receiver<usize>, timeout: Duration) {
+    loop {
+        if streams.wait_for(|n| *n == 0).await.is_err() {
+            return std::future::pending().await;
+        }
+        if tokio::time::timeout(timeout, streams.wait_for(|n| *n > 0))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// A stream of the connection, counted from its request until its response body is dropped
+/// (hyper drops it when the stream ends).
+struct OpenStream {
+    streams: Arc<watch::Sender<usize>>,
+}
+
+impl OpenStream {
+    fn new(streams: Arc<watch::Sender<usize>>) -> Self {
+        streams.send_modify(|n| *n += 1);
+        Self { streams }
+    }
+
+    /// `body`, which keeps this stream counted while it lives.
+    fn watch(self, body: tonic::body::Body) -> Counted {
+        Counted { body, _open: self }
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.streams.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A response body that keeps its stream counted.
+struct Counted {
+    body: tonic::body::Body,
+    _open: OpenStream,
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }

@@ -7,6 +7,7 @@
 //! snapshots published meanwhile collapse into the latest (the version channel keeps only the
 //! newest), so a slow or stuck client never delays the others or the aggregate.
 
+mod clip;
 mod delta;
 mod held;
 mod limits;
@@ -20,11 +21,12 @@ mod wire;
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
@@ -35,19 +37,19 @@ use tonic::Status;
 use tonic::body::Body;
 
 pub use delta::DeltaState;
-pub use limits::{ADMISSION_WAIT, ConnectionEnd, DELIVERY_WAIT, Limits};
+pub use limits::{ADMISSION_WAIT, BUDGET_WAIT, ConnectionEnd, DELIVERY_WAIT, Limits};
 pub use state::{Outcome, RequestError, StreamState};
 pub use status::{Nack, TypeStatus};
 pub use subscription::Subscription;
 pub use wire::{DeltaResponse, Encoded, SotwRequest, SotwResponse};
 
-use self::limits::{Admission, Throttle};
+use self::limits::{Admission, RequestBudget, Throttle};
 use self::outbox::Outbox;
 use self::protocol::Protocol;
-use self::wire::{Method, Outgoing, Requests, ResponseBody};
+use self::wire::{Budgeted, Method, Outgoing, ReadError, ReadLimits, Requests, ResponseBody};
 
 use crate::aggregate::AggregateHandle;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ReasonLabel};
 use crate::xds::proxy::{Proxy, ProxyError};
 use crate::xds::{TypeUrl, XdsSnapshot, json};
 
@@ -75,6 +77,10 @@ struct Inner {
     throttle: Throttle,
     /// The new-stream rate limit, if any.
     admission: Option<Admission>,
+    /// What a stream's requests may be, and the budget they share.
+    read_limits: ReadLimits,
+    /// How long a new stream may take to send its first request.
+    first_request_wait: Duration,
 }
 
 /// How many pushes `/debug/push_status` keeps.
@@ -111,11 +117,19 @@ pub struct Connection {
     pub id: u64,
     /// The proxy.
     pub proxy: Arc<Proxy>,
+    /// The address the stream's connection came from (`None` for streams served without
+    /// wayfinder's accept loop, as in some tests).
+    pub peer: Option<SocketAddr>,
     /// Seconds since the Unix epoch.
     pub connected_since: f64,
     /// Per-type protocol state, updated after every exchange.
     pub types: Mutex<BTreeMap<TypeUrl, TypeStatus>>,
 }
+
+/// The address a stream's connection came from, put in each request's extensions by the
+/// accept loop (`server`), for logs and `/debug/syncz`.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddr(pub SocketAddr);
 
 /// Why a stream was closed by the server. Turned into a `tonic::Status` in one place.
 #[derive(Debug, thiserror::Error)]
@@ -126,20 +140,82 @@ enum StreamError {
     Proxy(#[from] ProxyError),
     #[error(transparent)]
     Request(#[from] RequestError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("no request within {0:?} of opening the stream")]
+    Silent(Duration),
     #[error("too many new xDS streams: more than --max-new-streams-per-second; retry later")]
     Busy,
     #[error("{0}; reconnect")]
     Ended(&'static str),
 }
 
+impl StreamError {
+    /// The `reason` label of `wayfinder_xds_refused_streams_total`.
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::Busy => "rate",
+            Self::Read(ReadError::Budget { .. }) => "budget",
+            Self::Read(ReadError::TooLarge { .. }) => "size",
+            Self::Read(ReadError::TooManyNames { .. })
+            | Self::Request(RequestError::TooManySubscribed { .. }) => "names",
+            Self::Read(ReadError::Compressed) => "compressed",
+            Self::Read(ReadError::Slow(_)) | Self::Silent(_) => "slow",
+            Self::Read(ReadError::NodeId { .. } | ReadError::NodeMetadata { .. })
+            | Self::NoNode
+            | Self::Proxy(_) => "node",
+            Self::Read(_) | Self::Request(_) => "malformed",
+            Self::Ended(_) => "ended",
+        }
+    }
+
+    /// True when the client went away or the connection ended the stream: nothing to refuse.
+    fn is_quiet(&self) -> bool {
+        matches!(self, Self::Ended(_) | Self::Read(ReadError::Reset(_)))
+    }
+}
+
 impl From<StreamError> for Status {
     fn from(err: StreamError) -> Self {
         let message = err.to_string();
         match err {
-            StreamError::Busy => Status::resource_exhausted(message),
+            StreamError::Busy
+            | StreamError::Silent(_)
+            | StreamError::Request(RequestError::TooManySubscribed { .. }) => {
+                Status::resource_exhausted(message)
+            }
+            StreamError::Read(read) => match read {
+                ReadError::Compressed => Status::unimplemented(message),
+                ReadError::TooLarge { .. }
+                | ReadError::Budget { .. }
+                | ReadError::TooManyNames { .. }
+                | ReadError::NodeMetadata { .. }
+                | ReadError::Slow(_) => Status::resource_exhausted(message),
+                ReadError::Reset(status) => status,
+                ReadError::NodeId { .. }
+                | ReadError::LongField { .. }
+                | ReadError::Malformed(_)
+                | ReadError::Truncated => Status::invalid_argument(message),
+            },
             StreamError::Ended(_) => Status::unavailable(message),
-            _ => Status::invalid_argument(message),
+            StreamError::NoNode | StreamError::Proxy(_) | StreamError::Request(_) => {
+                Status::invalid_argument(message)
+            }
         }
+    }
+}
+
+/// Who is at the other end of a stream, as far as it is known, for its log lines.
+#[derive(Default)]
+struct Peer {
+    addr: Option<SocketAddr>,
+    /// The node id, cut to [`clip::NODE_ID`], once the first request named it.
+    node: Option<String>,
+}
+
+impl Peer {
+    fn addr(&self) -> String {
+        self.addr.map_or_else(|| "-".to_string(), |a| a.to_string())
     }
 }
 
@@ -171,6 +247,15 @@ impl AdsServer {
             pushes: Mutex::new(VecDeque::with_capacity(PUSH_LOG)),
             throttle: Throttle::new(limits.effective_push_throttle()),
             admission: Admission::new(limits.new_streams_per_second),
+            read_limits: ReadLimits {
+                max_bytes: limits.max_request_bytes,
+                max_names: limits.max_names_per_request,
+                max_node_id: limits.max_node_id_bytes,
+                max_node_metadata: limits.max_node_metadata_bytes,
+                message_wait: limits.idle_timeout,
+                budget: RequestBudget::new(limits.request_budget_bytes),
+            },
+            first_request_wait: limits.idle_timeout,
         });
         tokio::spawn(follow(
             aggregate,
@@ -237,11 +322,22 @@ impl AdsServer {
         requests: Requests<P::Request>,
         tx: Responses,
         end: ConnectionEnd,
+        addr: Option<SocketAddr>,
     ) {
         let mut out = Outbox::new(tx);
-        if let Err(err) = self.run::<P>(requests, &mut out, &end).await {
-            if let StreamError::Ended(why) = err {
-                tracing::debug!(why, "ending an xDS stream");
+        let mut peer = Peer { addr, node: None };
+        if let Err(err) = self.run::<P>(requests, &mut out, &end, &mut peer).await {
+            if err.is_quiet() {
+                tracing::debug!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), reason = %err, "xDS stream ended");
+            } else {
+                self.inner
+                    .metrics
+                    .xds_refused_streams
+                    .get_or_create(&ReasonLabel {
+                        reason: err.reason(),
+                    })
+                    .inc();
+                tracing::warn!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), variant = P::VARIANT, reason = %err, "refusing an xDS stream");
             }
             out.fail(err.into()).await;
         }
@@ -252,10 +348,7 @@ impl AdsServer {
         let Some(admission) = &self.inner.admission else {
             return Ok(());
         };
-        let at = admission.reserve(ADMISSION_WAIT).ok_or_else(|| {
-            self.inner.metrics.xds_refused_streams.inc();
-            StreamError::Busy
-        })?;
+        let at = admission.reserve(ADMISSION_WAIT).ok_or(StreamError::Busy)?;
         tokio::time::sleep_until(at).await;
         Ok(())
     }
@@ -265,27 +358,28 @@ impl AdsServer {
         mut requests: Requests<P::Request>,
         out: &mut Outbox,
         end: &ConnectionEnd,
+        peer: &mut Peer,
     ) -> Result<(), StreamError> {
         self.admit().await?;
-        let Ok(Some(first)) = requests.message().await else {
+        let wait = self.inner.first_request_wait;
+        let first = tokio::time::timeout(wait, requests.message())
+            .await
+            .map_err(|_| StreamError::Silent(wait))??;
+        let Some(first) = first else {
             return Ok(());
         };
         let node = P::node(&first).ok_or(StreamError::NoNode)?;
-        let proxy = match Proxy::from_node(node, &self.inner.domain) {
-            Ok(p) => Arc::new(p),
-            Err(err) => {
-                tracing::warn!(%err, "refusing an xDS stream");
-                return Err(err.into());
-            }
-        };
+        peer.node = Some(clip::clip(&node.id, clip::NODE_ID).into_owned());
+        let proxy = Arc::new(Proxy::from_node(node, &self.inner.domain)?);
         self.inner.aggregate.ready().await;
-        let conn = self.register(proxy.clone());
+        let conn = self.register(proxy.clone(), peer.addr);
         let _guard = Registration {
             server: self,
             id: conn.id,
         };
-        tracing::info!(proxy = %proxy, kind = ?proxy.kind, variant = P::VARIANT, "xDS stream opened");
-        let mut state = P::new(proxy, self.inner.identifier.clone());
+        tracing::info!(peer = %peer.addr(), proxy = %proxy, kind = ?proxy.kind, variant = P::VARIANT, "xDS stream opened");
+        let mut state = P::new(proxy, self.inner.identifier.clone())
+            .with_max_names(self.inner.read_limits.max_names);
         let mut versions = self.inner.versions.clone();
         versions.mark_unchanged();
         let mut next = Some(first);
@@ -296,13 +390,9 @@ impl AdsServer {
                 }
             } else {
                 tokio::select! {
-                    msg = requests.message() => match msg {
-                        Ok(Some(req)) => next = Some(req),
-                        Ok(None) => return Ok(()),
-                        Err(status) => {
-                            tracing::debug!(proxy = %state.proxy(), %status, "xDS stream ended");
-                            return Ok(());
-                        }
+                    msg = requests.message() => match msg? {
+                        Some(req) => next = Some(req),
+                        None => return Ok(()),
                     },
                     changed = versions.changed() => {
                         if changed.is_err() || !self.push(&mut state, out).await {
@@ -320,7 +410,7 @@ impl AdsServer {
     async fn answer<P: Protocol>(
         &self,
         state: &mut P,
-        req: P::Request,
+        req: Budgeted<P::Request>,
         out: &mut Outbox,
     ) -> Result<bool, StreamError> {
         let outcome = state.on_request(&req, &self.current())?;
@@ -337,13 +427,14 @@ impl AdsServer {
                     .get_or_create(&Metrics::type_label(t))
                     .inc();
             }
-            tracing::warn!(proxy = %state.proxy(), %type_url, %nonce, %message, "proxy rejected configuration (NACK)");
+            tracing::warn!(proxy = %state.proxy(), %type_url, %nonce, error_detail = %message, "proxy rejected configuration (NACK)");
         }
         if outcome.unsupported {
             tracing::debug!(proxy = %state.proxy(), %type_url, "ignoring a request for a type wayfinder does not serve");
         }
-        // A sidecar's request can name every cluster (tens of kilobytes); let it go before
-        // waiting to send, or every stream waiting under the throttle would hold one.
+        // A sidecar's request can name every cluster (tens of kilobytes); let it go, and its
+        // bytes of the request budget, before waiting to send, or every stream waiting under
+        // the throttle would hold one.
         drop(req);
         Ok(self.send(state, outcome.responses, None, out).await)
     }
@@ -365,12 +456,13 @@ impl AdsServer {
         pushes.push_back(push);
     }
 
-    fn register(&self, proxy: Arc<Proxy>) -> Arc<Connection> {
+    fn register(&self, proxy: Arc<Proxy>, peer: Option<SocketAddr>) -> Arc<Connection> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let connected_since = unix_now();
         let conn = Arc::new(Connection {
             id,
             proxy,
+            peer,
             connected_since,
             types: Mutex::default(),
         });
@@ -389,7 +481,8 @@ struct Registration<'a> {
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
         if let Some(conn) = lock(&self.server.inner.connections).remove(&self.id) {
-            tracing::info!(proxy = %conn.proxy, "xDS stream closed");
+            let peer = conn.peer.map_or_else(|| "-".to_string(), |a| a.to_string());
+            tracing::info!(%peer, proxy = %conn.proxy, "xDS stream closed");
         }
         self.server.inner.metrics.xds_clients.dec();
     }
@@ -451,13 +544,17 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
             .get::<ConnectionEnd>()
             .cloned()
             .unwrap_or_default();
+        let peer = request.extensions().get::<PeerAddr>().map(|p| p.0);
+        let limits = server.inner.read_limits.clone();
         let body = request.into_body();
         match method {
             Method::Sotw => {
-                tokio::spawn(server.serve::<StreamState>(Requests::new(body), tx, end));
+                let requests = Requests::new(body, limits);
+                tokio::spawn(server.serve::<StreamState>(requests, tx, end, peer));
             }
             Method::Delta => {
-                tokio::spawn(server.serve::<DeltaState>(Requests::new(body), tx, end));
+                let requests = Requests::new(body, limits);
+                tokio::spawn(server.serve::<DeltaState>(requests, tx, end, peer));
             }
         }
         Box::pin(async move { Ok(wire::response(ResponseBody::new(rx))) })

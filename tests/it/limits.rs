@@ -50,7 +50,7 @@ async fn new_streams_beyond_the_rate_wait_then_are_refused_with_resource_exhaust
     );
     let (_, metrics) = get(srv.server.monitoring_addr, "/metrics").await;
     assert!(
-        metrics.contains("wayfinder_xds_refused_streams_total 1"),
+        metrics.contains("wayfinder_xds_refused_streams_total{reason=\"rate\"} 1"),
         "{metrics}"
     );
 }

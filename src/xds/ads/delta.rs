@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::clip::{NACK_DETAIL, clip};
 use super::held::{Held, Holding};
 use super::state::{Outcome, RequestError, now, push_in_order};
 use super::status::{Nack, StatusOf, TypeStatus, refresh_all};
@@ -56,6 +57,7 @@ pub struct DeltaState {
     types: BTreeMap<TypeUrl, TypeState>,
     nonces: u64,
     identifier: Arc<str>,
+    max_names: usize,
 }
 
 impl DeltaState {
@@ -66,7 +68,16 @@ impl DeltaState {
             types: BTreeMap::new(),
             nonces: 0,
             identifier,
+            max_names: usize::MAX,
         }
+    }
+
+    /// Limits the names the stream may be subscribed to per type (each request adds to the
+    /// subscription, so a stream could otherwise grow it without end); a request that would
+    /// go beyond is refused with [`RequestError::TooManySubscribed`].
+    pub fn with_max_names(mut self, max_names: usize) -> Self {
+        self.max_names = max_names;
+        self
     }
 
     /// The proxy at the other end.
@@ -116,10 +127,10 @@ impl DeltaState {
             state.last_nack = Some(Nack {
                 version: state.acked_version.clone().unwrap_or_default(),
                 nonce: req.response_nonce.clone(),
-                message: status.message.clone(),
+                message: clip(&status.message, NACK_DETAIL).into_owned(),
                 at: now(),
             });
-            outcome.nack = Some(status.message.clone());
+            outcome.nack = state.last_nack.as_ref().map(|n| n.message.clone());
         } else if latest {
             state.acked_version = state.sent_version.clone();
         }
@@ -140,6 +151,13 @@ impl DeltaState {
             .update_delta(subscribe, unsubscribe, first, always_wildcard, |n| {
                 current.as_ref()?.get(n).map(|r| r.name.clone())
             });
+        let subscribed = state.subscription.names.len();
+        if subscribed > self.max_names {
+            return Err(RequestError::TooManySubscribed {
+                names: subscribed,
+                max: self.max_names,
+            });
+        }
         if !first && subscribe.is_empty() && unsubscribe.is_empty() {
             // An ACK or NACK: nothing to send.
             return Ok(outcome);

@@ -1,5 +1,6 @@
-//! Limits on the ADS server's work: how many streams send a push at once, how fast new
-//! streams are admitted, and how long a connection lives.
+//! Limits on the ADS server's work and on what a client may make it hold: how many streams
+//! send a push at once, how fast new streams are admitted, how long a connection lives, how
+//! large a request may be and how many bytes of requests the server holds at once.
 //!
 //! Istio's names and defaults, where it has them, with two changes that its users ask for:
 //! the new-stream limit admits a burst of a second's worth of streams instead of one at a
@@ -10,7 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +23,10 @@ pub const ADMISSION_WAIT: Duration = Duration::from_secs(1);
 /// How long a push may wait for its client to take it before its stream gives back its
 /// place under the push throttle. The push stays queued for the client.
 pub const DELIVERY_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a stream waits for room in the request budget before it is refused
+/// (`RESOURCE_EXHAUSTED`): as long as a new stream waits for admission.
+pub const BUDGET_WAIT: Duration = ADMISSION_WAIT;
 
 /// The server's limits. `Default` is what `wayfinder discovery` uses without flags.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +43,37 @@ pub struct Limits {
     pub max_connection_age: Option<Duration>,
     /// How long a closing connection may take to finish before it is dropped.
     pub max_connection_age_grace: Duration,
+    /// The largest request message accepted (grpc-go's and Istio's 4 MiB); a larger one is
+    /// refused from its 5-byte prefix, before anything of it is buffered.
+    pub max_request_bytes: usize,
+    /// Bytes that every stream's requests may hold at once, being read or decoded: each
+    /// message takes its size (and, once read, an estimate of what decoding allocates) from
+    /// here until the server has handled it.
+    pub request_budget_bytes: usize,
+    /// Resource names (and locators, and delta `initial_resource_versions` entries) in one
+    /// request, and resource names a delta stream may be subscribed to per type.
+    pub max_names_per_request: usize,
+    /// The longest node id accepted.
+    pub max_node_id_bytes: usize,
+    /// The largest node metadata accepted, encoded.
+    pub max_node_metadata_bytes: usize,
+    /// Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_streams_per_connection: u32,
+    /// Connections from one IP address at once. 0: no limit (proxies behind NAT share one).
+    pub max_connections_per_peer: usize,
+    /// ADS connections at once; further connections wait in the listen backlog. 0: the
+    /// descriptor limit less a reserve for the HTTP ports, registries and files.
+    pub max_connections: usize,
+    /// How long a connection may go without a stream (from its first byte, and after its last
+    /// stream ended), and how long a new stream may take to send its first request, before it
+    /// is closed.
+    pub idle_timeout: Duration,
+    /// How often an HTTP/2 ping checks that a connection's peer is alive (Istio's
+    /// `--keepaliveInterval`).
+    pub keepalive_interval: Duration,
+    /// How long a ping may go unanswered before the connection is closed (Istio's
+    /// `--keepaliveTimeout`).
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -47,6 +83,17 @@ impl Default for Limits {
             new_streams_per_second: 1000,
             max_connection_age: Some(Duration::from_secs(30 * 60)),
             max_connection_age_grace: Duration::from_secs(10),
+            max_request_bytes: 4 << 20,
+            request_budget_bytes: 64 << 20,
+            max_names_per_request: 100_000,
+            max_node_id_bytes: 1 << 10,
+            max_node_metadata_bytes: 64 << 10,
+            max_streams_per_connection: 16,
+            max_connections_per_peer: 0,
+            max_connections: 0,
+            idle_timeout: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -81,6 +128,55 @@ impl Throttle {
     /// is: the stream then goes unthrottled rather than stuck.
     pub(super) async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
         self.0.clone().acquire_owned().await.ok()
+    }
+}
+
+/// The bytes every stream's requests may hold at once. A request takes its size from the
+/// budget once its prefix says how large it is, before its body is buffered, and what
+/// decoding will allocate once it is read whole; it gives them back when the server has
+/// handled it (the permit is dropped).
+#[derive(Clone, Debug)]
+pub(crate) struct RequestBudget {
+    permits: Arc<Semaphore>,
+    total: usize,
+}
+
+/// Bytes of the request budget, held until dropped.
+pub(crate) type BudgetPermit = OwnedSemaphorePermit;
+
+impl RequestBudget {
+    /// A budget of `total` bytes.
+    pub(crate) fn new(total: usize) -> Self {
+        let total = total.clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            permits: Arc::new(Semaphore::new(total)),
+            total,
+        }
+    }
+
+    /// The budget's size in bytes.
+    pub(crate) fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Takes `bytes`, waiting at most `wait` for other streams to give some back. `None`
+    /// when they do not in time, or when `bytes` is more than the whole budget.
+    pub(crate) async fn take(&self, bytes: usize, wait: Duration) -> Option<BudgetPermit> {
+        let n = u32::try_from(bytes).ok().filter(|_| bytes <= self.total)?;
+        match self.permits.clone().try_acquire_many_owned(n) {
+            Ok(permit) => Some(permit),
+            Err(TryAcquireError::Closed) => None,
+            Err(TryAcquireError::NoPermits) => {
+                let acquire = self.permits.clone().acquire_many_owned(n);
+                tokio::time::timeout(wait, acquire).await.ok()?.ok()
+            }
+        }
+    }
+
+    /// Bytes no request holds now.
+    #[cfg(test)]
+    pub(crate) fn available(&self) -> usize {
+        self.permits.available_permits()
     }
 }
 

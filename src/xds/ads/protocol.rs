@@ -28,6 +28,12 @@ pub(super) trait Protocol: Send + Sized + 'static {
     /// For logs: `sotw` or `delta`.
     const VARIANT: &'static str;
     fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self;
+    /// Limits the names a stream may be subscribed to per type, where requests add to the
+    /// subscription (delta); state-of-the-world requests replace it, within the per-request
+    /// limit.
+    fn with_max_names(self, _max: usize) -> Self {
+        self
+    }
     fn node(req: &Self::Request) -> Option<&Node>;
     fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
     fn summary(response: &Self::Response) -> Summary<'_>;
@@ -93,6 +99,9 @@ impl Protocol for DeltaState {
     const VARIANT: &'static str = "delta";
     fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
         DeltaState::new(proxy, identifier)
+    }
+    fn with_max_names(self, max: usize) -> Self {
+        DeltaState::with_max_names(self, max)
     }
     fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()

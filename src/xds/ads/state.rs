@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::clip::{NACK_DETAIL, clip};
 use super::held::{Held, Holding};
 use super::status::{Nack, StatusOf, TypeStatus, refresh_all};
 use super::subscription::Subscription;
@@ -43,6 +44,17 @@ pub enum RequestError {
     /// A resource name that is not UTF-8.
     #[error("{0}")]
     BadName(String),
+    /// A delta stream subscribed to more names of one type than it may.
+    #[error(
+        "subscribed to {names} resource names of one type, more than the {max} accepted \
+         (--max-names-per-request)"
+    )]
+    TooManySubscribed {
+        /// Names the subscription would hold.
+        names: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// What a request amounted to, for logs and metrics.
@@ -173,10 +185,10 @@ impl StreamState {
             state.last_nack = Some(Nack {
                 version: req.version_info.clone(),
                 nonce: req.response_nonce.clone(),
-                message: status.message.clone(),
+                message: clip(&status.message, NACK_DETAIL).into_owned(),
                 at: now(),
             });
-            outcome.nack = Some(status.message.clone());
+            outcome.nack = state.last_nack.as_ref().map(|n| n.message.clone());
         } else if !req.response_nonce.is_empty() {
             state.acked_version = Some(req.version_info.clone());
         }

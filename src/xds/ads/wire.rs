@@ -6,7 +6,8 @@
 //! response (a sidecar's route configuration for a thousand services is half a megabyte), and
 //! each response would first copy every resource out of the shared snapshot. Here a response
 //! is written as pieces: its small fields, and each resource's shared encoded bytes, never
-//! copied ([`Encoded`]); a request is read into a buffer that is let go once it is decoded,
+//! copied ([`Encoded`]); a request is read into a buffer that is let go once it is decoded (its size, and what decoding
+//! allocates, taken from a budget every stream shares until the server has handled it),
 //! and a state-of-the-world request's resource names are decoded only when they differ from
 //! the previous request's ([`SotwRequest`]).
 //!
@@ -41,9 +42,6 @@ const SOTW_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
 const DELTA_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
-
-/// The largest request accepted (a sidecar's request names every cluster it knows).
-pub(crate) const MAX_REQUEST: usize = 16 << 20;
 
 /// Resources smaller than this are copied into the surrounding piece; larger ones go out as
 /// pieces of their own (the shared bytes). A response's copied bytes are one allocation,
@@ -378,8 +376,9 @@ pub(super) fn unimplemented() -> Result<http::Response<Body>, Infallible> {
 }
 
 mod requests;
+mod shape;
 #[cfg(test)]
 mod tests;
 
 pub use requests::SotwRequest;
-pub(crate) use requests::{RequestMessage, Requests};
+pub(crate) use requests::{Budgeted, ReadError, ReadLimits, RequestMessage, Requests};

@@ -1,15 +1,18 @@
-//! The reading side: gRPC messages out of a request body, and the state-of-the-world request
-//! whose names stay undecoded while they repeat.
+//! The reading side: gRPC messages out of a request body, within the limits and the request
+//! budget, and the state-of-the-world request whose names stay undecoded while they repeat.
 
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use prost::Message;
+use tokio::time::Instant;
 use tonic::Status;
 use tonic::body::Body;
 
-use super::MAX_REQUEST;
+use super::shape::{self, Layout, Shape};
+use crate::xds::ads::limits::{BUDGET_WAIT, BudgetPermit, RequestBudget};
 use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 /// A state-of-the-world request as the server reads it: every field but the resource names
@@ -155,85 +158,299 @@ impl Message for SotwRequest {
 
 /// A message a request stream carries.
 pub(crate) trait RequestMessage: Sized {
+    /// Where its fields are, for [`shape::scan`].
+    const LAYOUT: &'static Layout;
+
     /// Decodes one message.
     fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError>;
 }
 
 impl RequestMessage for SotwRequest {
+    const LAYOUT: &'static Layout = &shape::SOTW;
+
     fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError> {
         Self::from_message(message)
     }
 }
 
 impl RequestMessage for DeltaDiscoveryRequest {
+    const LAYOUT: &'static Layout = &shape::DELTA;
+
     fn from_bytes(message: Bytes) -> Result<Self, prost::DecodeError> {
         Self::decode(message)
     }
 }
 
+/// What a request stream may ask of the server: the limits on one message, and the budget
+/// every stream's messages share.
+#[derive(Clone, Debug)]
+pub(crate) struct ReadLimits {
+    /// The largest message.
+    pub(crate) max_bytes: usize,
+    /// The most list entries in one message.
+    pub(crate) max_names: usize,
+    /// The longest node id.
+    pub(crate) max_node_id: usize,
+    /// The largest node metadata, encoded.
+    pub(crate) max_node_metadata: usize,
+    /// How long a message may take to arrive whole once its prefix is read.
+    pub(crate) message_wait: Duration,
+    /// Bytes of requests the server holds at once.
+    pub(crate) budget: RequestBudget,
+}
+
+/// Why a request stream cannot go on. Each is turned into a gRPC status in one place
+/// (`ads.rs`); [`ReadError::Reset`] is the client's own doing and ends the stream quietly.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    /// The message is compressed.
+    #[error("compressed requests are not supported (send grpc-encoding identity)")]
+    Compressed,
+    /// The message is larger than `--max-request-bytes`.
+    #[error("a request of {len} bytes is larger than the {max} accepted (--max-request-bytes)")]
+    TooLarge {
+        /// Its size, from its prefix.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The request budget has no room for the message.
+    #[error(
+        "the server holds as many request bytes as it may (--max-request-budget, {budget} bytes) \
+         and could not take {need} more; retry later"
+    )]
+    Budget {
+        /// Bytes the message needed.
+        need: usize,
+        /// The budget.
+        budget: usize,
+    },
+    /// More list entries than `--max-names-per-request`.
+    #[error(
+        "a request with {names} resource names is more than the {max} accepted \
+         (--max-names-per-request)"
+    )]
+    TooManyNames {
+        /// Entries in the message.
+        names: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A node id longer than `--max-node-id-bytes`.
+    #[error("a node id of {len} bytes is longer than the {max} accepted (--max-node-id-bytes)")]
+    NodeId {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Node metadata larger than `--max-node-metadata-bytes`.
+    #[error(
+        "node metadata of {len} bytes is larger than the {max} accepted \
+         (--max-node-metadata-bytes)"
+    )]
+    NodeMetadata {
+        /// Its size, encoded.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A short string field that is not short.
+    #[error("{field} of {len} bytes is longer than the {max} accepted")]
+    LongField {
+        /// The field.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The message did not arrive whole in time.
+    #[error("a request did not arrive whole within {0:?} of its first bytes")]
+    Slow(Duration),
+    /// The message does not decode.
+    #[error("malformed request: {0}")]
+    Malformed(#[from] prost::DecodeError),
+    /// The client closed its side in the middle of a message.
+    #[error("the request stream ended mid-message")]
+    Truncated,
+    /// The request body failed: the client reset the stream or the connection broke.
+    #[error("the request stream broke: {0}")]
+    Reset(Status),
+}
+
+/// One decoded request, holding its bytes of the request budget until it is dropped.
+#[derive(Debug)]
+pub(crate) struct Budgeted<M> {
+    message: M,
+    _permit: BudgetPermit,
+}
+
+impl<M> std::ops::Deref for Budgeted<M> {
+    type Target = M;
+
+    fn deref(&self) -> &M {
+        &self.message
+    }
+}
+
+/// A message being read: its length, its bytes of the budget, and when it must be whole.
+struct Pending {
+    len: usize,
+    permit: BudgetPermit,
+    deadline: Instant,
+}
+
 /// The messages of a request stream, decoded one at a time.
+///
+/// [`Requests::message`] is cancel-safe: a message half read when the future is dropped
+/// keeps its bytes, its place in the budget and its deadline for the next call.
 pub(crate) struct Requests<M> {
     body: Body,
     buf: BytesMut,
+    limits: ReadLimits,
+    pending: Option<Pending>,
     _message: PhantomData<M>,
 }
 
 impl<M: RequestMessage> Requests<M> {
-    pub(crate) fn new(body: Body) -> Self {
+    pub(crate) fn new(body: Body, limits: ReadLimits) -> Self {
         Self {
             body,
             buf: BytesMut::new(),
+            limits,
+            pending: None,
             _message: PhantomData,
         }
     }
 
     /// The next message; `None` when the client closed its side.
-    pub(crate) async fn message(&mut self) -> Result<Option<M>, Status> {
-        loop {
-            if let Some(message) = self.decode()? {
-                return Ok(Some(message));
-            }
-            match self.body.frame().await {
-                None if self.buf.is_empty() => return Ok(None),
-                None => return Err(Status::internal("the request stream ended mid-message")),
-                Some(Err(status)) => return Err(status),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.buf.extend_from_slice(&data);
-                    }
-                }
+    pub(crate) async fn message(&mut self) -> Result<Option<Budgeted<M>>, ReadError> {
+        while self.buf.len() < 5 {
+            if !self.fill(None).await? {
+                return match self.buf.is_empty() {
+                    true => Ok(None),
+                    false => Err(ReadError::Truncated),
+                };
             }
         }
-    }
-
-    fn decode(&mut self) -> Result<Option<M>, Status> {
-        if self.buf.len() < 5 {
-            return Ok(None);
+        if self.pending.is_none() {
+            self.pending = Some(self.start().await?);
         }
-        if self.buf[0] != 0 {
-            return Err(Status::unimplemented(
-                "compressed requests are not supported (send grpc-encoding identity)",
-            ));
+        let (len, deadline) = match &self.pending {
+            Some(p) => (p.len, p.deadline),
+            None => return Err(ReadError::Truncated),
+        };
+        while self.buf.len() < 5 + len {
+            if !self.fill(Some(deadline)).await? {
+                return Err(ReadError::Truncated);
+            }
         }
-        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]);
-        let len = len as usize;
-        if len > MAX_REQUEST {
-            return Err(Status::resource_exhausted(format!(
-                "a request of {len} bytes is larger than the {MAX_REQUEST} accepted"
-            )));
-        }
-        if self.buf.len() < 5 + len {
-            self.buf.reserve(5 + len - self.buf.len());
-            return Ok(None);
-        }
+        let Some(Pending { mut permit, .. }) = self.pending.take() else {
+            return Err(ReadError::Truncated);
+        };
         self.buf.advance(5);
-        let bytes = self.buf.split_to(len);
+        let bytes = self.buf.split_to(len).freeze();
         if self.buf.is_empty() {
             // Let the buffer go: a stream should not keep its largest request's size.
             self.buf = BytesMut::new();
         }
-        M::from_bytes(bytes.freeze())
-            .map(Some)
-            .map_err(|err| Status::invalid_argument(format!("malformed request: {err}")))
+        let shape = shape::scan(&bytes, M::LAYOUT)?;
+        self.check(&shape)?;
+        let more = shape.decoded_cost().saturating_sub(len);
+        if more > 0 {
+            permit.merge(take(&self.limits, more).await?);
+        }
+        let message = M::from_bytes(bytes)?;
+        Ok(Some(Budgeted {
+            message,
+            _permit: permit,
+        }))
     }
+
+    /// Reads a message's prefix and takes its size from the budget.
+    async fn start(&mut self) -> Result<Pending, ReadError> {
+        if self.buf[0] != 0 {
+            return Err(ReadError::Compressed);
+        }
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]);
+        let len = len as usize;
+        if len > self.limits.max_bytes {
+            return Err(ReadError::TooLarge {
+                len,
+                max: self.limits.max_bytes,
+            });
+        }
+        let permit = take(&self.limits, len).await?;
+        if self.buf.len() < 5 + len {
+            self.buf.reserve(5 + len - self.buf.len());
+        }
+        Ok(Pending {
+            len,
+            permit,
+            deadline: Instant::now() + self.limits.message_wait,
+        })
+    }
+
+    fn check(&self, shape: &Shape) -> Result<(), ReadError> {
+        let l = &self.limits;
+        if shape.names > l.max_names {
+            return Err(ReadError::TooManyNames {
+                names: shape.names,
+                max: l.max_names,
+            });
+        }
+        if shape.node_id > l.max_node_id {
+            return Err(ReadError::NodeId {
+                len: shape.node_id,
+                max: l.max_node_id,
+            });
+        }
+        if shape.node_metadata > l.max_node_metadata {
+            return Err(ReadError::NodeMetadata {
+                len: shape.node_metadata,
+                max: l.max_node_metadata,
+            });
+        }
+        if let Some((field, len)) = shape.long_field {
+            return Err(ReadError::LongField {
+                field,
+                len,
+                max: shape::MAX_SHORT_FIELD,
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends the body's next frame; false when the client closed its side.
+    async fn fill(&mut self, deadline: Option<Instant>) -> Result<bool, ReadError> {
+        let frame = match deadline {
+            None => self.body.frame().await,
+            Some(at) => tokio::time::timeout_at(at, self.body.frame())
+                .await
+                .map_err(|_| ReadError::Slow(self.limits.message_wait))?,
+        };
+        match frame {
+            None => Ok(false),
+            Some(Err(status)) => Err(ReadError::Reset(status)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    self.buf.extend_from_slice(&data);
+                }
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// Takes `bytes` from the request budget, waiting at most [`BUDGET_WAIT`].
+async fn take(limits: &ReadLimits, bytes: usize) -> Result<BudgetPermit, ReadError> {
+    let budget = &limits.budget;
+    budget
+        .take(bytes, BUDGET_WAIT)
+        .await
+        .ok_or(ReadError::Budget {
+            need: bytes,
+            budget: budget.total(),
+        })
 }

@@ -1,6 +1,7 @@
 //! The framing against prost's own encoding, and requests as real bodies deliver them.
 
 use super::*;
+use crate::xds::ads::limits::RequestBudget;
 use crate::xds::pb::cluster::Cluster;
 use crate::xds::pb::discovery::DiscoveryRequest;
 
@@ -126,6 +127,21 @@ fn a_sotw_request_hashes_its_names_and_reads_them_when_asked() {
     assert!(bad.names().expect_err("refused").contains("not UTF-8"));
 }
 
+fn limits(budget: usize) -> ReadLimits {
+    ReadLimits {
+        max_bytes: 1 << 20,
+        max_names: 10,
+        max_node_id: 16,
+        max_node_metadata: 64,
+        message_wait: std::time::Duration::from_secs(10),
+        budget: RequestBudget::new(budget),
+    }
+}
+
+fn reader(chunks: Vec<Vec<u8>>) -> Requests<SotwRequest> {
+    Requests::new(body(chunks), limits(4 << 20))
+}
+
 #[tokio::test]
 async fn requests_split_across_frames_or_sharing_one_are_read_whole() {
     let a = framed(&request("a"));
@@ -136,38 +152,137 @@ async fn requests_split_across_frames_or_sharing_one_are_read_whole() {
     first.extend_from_slice(&b[..3]);
     let mut second = b[3..].to_vec();
     second.extend_from_slice(&c);
-    let mut requests = Requests::<SotwRequest>::new(body(vec![first, second]));
+    let mut requests = reader(vec![first, second]);
     for expected in ["a", "b", "c"] {
         let got = requests.message().await.expect("valid").expect("a message");
         assert_eq!(got.request.type_url, expected);
     }
-    assert_eq!(requests.message().await.expect("clean end"), None);
+    assert!(requests.message().await.expect("clean end").is_none());
+}
+
+async fn refusal(chunks: Vec<Vec<u8>>) -> ReadError {
+    reader(chunks).message().await.expect_err("refused")
 }
 
 #[tokio::test]
 async fn a_compressed_truncated_or_malformed_request_is_a_clear_error() {
     let mut compressed = framed(&request("a"));
     compressed[0] = 1;
-    let err = Requests::<SotwRequest>::new(body(vec![compressed]))
-        .message()
-        .await
-        .expect_err("refused");
-    assert_eq!(err.code(), tonic::Code::Unimplemented);
-    assert!(err.message().contains("compressed"), "{err}");
+    let err = refusal(vec![compressed]).await;
+    assert!(matches!(err, ReadError::Compressed), "{err}");
+    assert!(err.to_string().contains("compressed"), "{err}");
 
     let whole = framed(&request("a"));
     let truncated = whole[..whole.len() - 1].to_vec();
-    let err = Requests::<SotwRequest>::new(body(vec![truncated]))
-        .message()
-        .await
-        .expect_err("refused");
-    assert!(err.message().contains("mid-message"), "{err}");
+    let err = refusal(vec![truncated]).await;
+    assert!(err.to_string().contains("mid-message"), "{err}");
 
     let garbage = vec![0, 0, 0, 0, 2, 0xff, 0xff];
-    let err = Requests::<SotwRequest>::new(body(vec![garbage]))
-        .message()
+    let err = refusal(vec![garbage]).await;
+    assert!(matches!(err, ReadError::Malformed(_)), "{err}");
+    assert!(err.to_string().contains("malformed request"), "{err}");
+}
+
+#[tokio::test]
+async fn limits_are_checked_before_anything_is_decoded_or_buffered() {
+    // Declared larger than the limit: refused from the prefix, with nothing after it sent.
+    let err = refusal(vec![vec![0, 0, 0x20, 0, 0]]).await;
+    assert!(
+        matches!(
+            err,
+            ReadError::TooLarge {
+                len: 0x200000,
+                max: 0x100000
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--max-request-bytes"), "{err}");
+
+    let many = DiscoveryRequest {
+        resource_names: vec![String::new(); 11],
+        ..request("t")
+    };
+    let err = refusal(vec![framed(&many)]).await;
+    assert!(
+        matches!(err, ReadError::TooManyNames { names: 11, max: 10 }),
+        "{err}"
+    );
+
+    let long_id = DiscoveryRequest {
+        node: Some(crate::xds::pb::core::Node {
+            id: "x".repeat(17),
+            ..Default::default()
+        }),
+        ..request("t")
+    };
+    let err = refusal(vec![framed(&long_id)]).await;
+    assert!(
+        matches!(err, ReadError::NodeId { len: 17, max: 16 }),
+        "{err}"
+    );
+
+    let long_nonce = DiscoveryRequest {
+        response_nonce: "n".repeat(2000),
+        ..request("t")
+    };
+    let err = refusal(vec![framed(&long_nonce)]).await;
+    assert!(
+        err.to_string().contains("response_nonce of 2000 bytes"),
+        "{err}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_holds_its_bytes_of_the_budget_until_dropped() {
+    let message = framed(&request("a"));
+    let budget = limits(1000).budget;
+    let mut requests = Requests::<SotwRequest>::new(
+        body(vec![message.clone()]),
+        ReadLimits {
+            budget: budget.clone(),
+            ..limits(0)
+        },
+    );
+    let got = requests.message().await.expect("valid").expect("a message");
+    assert!(budget.available() < 1000, "the request holds its bytes");
+    // While it is held, a message needing more than what is left waits, then is refused.
+    let big = DiscoveryRequest {
+        type_url: "b".repeat(996),
+        ..Default::default()
+    };
+    let mut other = Requests::<SotwRequest>::new(
+        body(vec![framed(&big)]),
+        ReadLimits {
+            budget: budget.clone(),
+            ..limits(0)
+        },
+    );
+    let err = other.message().await.expect_err("no room");
+    assert!(
+        matches!(err, ReadError::Budget { budget: 1000, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--max-request-budget"), "{err}");
+    drop(got);
+    assert_eq!(budget.available(), 1000, "given back once handled");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_stops_halfway_is_refused_at_its_deadline_and_gives_back_its_bytes() {
+    let whole = framed(&request("a"));
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(1);
+    let body = Body::new(http_body_util::StreamBody::new(
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+    ));
+    let limits = limits(1000);
+    let budget = limits.budget.clone();
+    let mut requests = Requests::<SotwRequest>::new(body, limits);
+    tx.send(Ok(Frame::data(Bytes::from(whole[..6].to_vec()))))
         .await
-        .expect_err("refused");
-    assert_eq!(err.code(), tonic::Code::InvalidArgument);
-    assert!(err.message().contains("malformed request"), "{err}");
+        .expect("sent");
+    let err = requests.message().await.expect_err("too slow");
+    assert!(matches!(err, ReadError::Slow(_)), "{err}");
+    drop(requests);
+    assert_eq!(budget.available(), 1000);
 }
