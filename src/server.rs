@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use wayfinder_registry::Registry;
@@ -86,9 +86,9 @@ pub enum ServeError {
 
 /// Binds the listeners and starts everything.
 pub async fn start(config: Config) -> Result<Running, ServeError> {
-    let grpc = bind("grpc", config.grpc_addr).await?;
-    let http = bind("http", config.http_addr).await?;
-    let monitoring = bind("monitoring", config.monitoring_addr).await?;
+    let grpc = bind("grpc", config.grpc_addr)?;
+    let http = bind("http", config.http_addr)?;
+    let monitoring = bind("monitoring", config.monitoring_addr)?;
     let mut bound = Vec::new();
     for (what, listener, asked) in [
         ("grpc", &grpc, config.grpc_addr),
@@ -204,8 +204,20 @@ fn slots(limits: &Limits) -> Slots {
     slots
 }
 
-async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
+/// How many connections may wait in the kernel to be accepted: while a port's slots are all
+/// taken, new connections queue here (tokio's own `bind` asks for 128).
+const BACKLOG: u32 = 1024;
+
+fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4(),
+        SocketAddr::V6(_) => TcpSocket::new_v6(),
+    };
+    socket
+        .and_then(|s| {
+            s.set_reuseaddr(true)?;
+            s.bind(addr)?;
+            s.listen(BACKLOG)
+        })
         .map_err(|source| ServeError::Bind { what, addr, source })
 }

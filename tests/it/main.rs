@@ -17,6 +17,9 @@
 //! - `limits`: the new-stream rate limit and the maximum connection age, with raw clients
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
 //! - `bad_input`: malformed files and failing registries against the binary.
+//! - `hardening`: hostile clients with a raw HTTP/2 client: refused requests with their
+//!   status and log line, RSS within the request budget under many streams and connections,
+//!   idle sockets closed, a lowered descriptor limit.
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
 //! - `kubernetes`: the Kubernetes registry and config source against the in-process API
@@ -37,6 +40,7 @@ mod gateway;
 mod golden;
 mod grpc;
 mod grpc_routing;
+mod hardening;
 mod kubernetes;
 mod limits;
 mod support;

@@ -52,7 +52,19 @@ impl Wayfinder {
 
     /// [`Wayfinder::start`] with ADS on `grpc` (to restart a server on the same address).
     pub(crate) async fn start_at(grpc: &str, args: &[&str]) -> Self {
-        let mut child = Command::new(path())
+        Self::launch(Command::new(path()), grpc, args).await
+    }
+
+    /// [`Wayfinder::start`] under a command that runs it, such as `prlimit --nofile=256:256`
+    /// (which execs it, so the pid is the server's).
+    pub(crate) async fn start_under(wrapper: &[&str], args: &[&str]) -> Self {
+        let mut command = Command::new(wrapper[0]);
+        command.args(&wrapper[1..]).arg(path());
+        Self::launch(command, "127.0.0.1:0", args).await
+    }
+
+    async fn launch(mut command: Command, grpc: &str, args: &[&str]) -> Self {
+        let mut child = command
             .arg("discovery")
             .args(["--grpc-addr", grpc])
             .args(&LOOPBACK[2..])
@@ -150,6 +162,36 @@ impl Wayfinder {
                 );
             }
         }
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().expect("a running server")
+    }
+
+    /// `VmRSS` and `VmHWM` (the peak) of the server, in KiB, from `/proc/PID/status`.
+    pub(crate) fn memory_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the server's /proc status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {status}"))
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// Every log line so far that matches `pred`.
+    pub(crate) fn logs_matching(&self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| pred(l))
+            .cloned()
+            .collect()
     }
 
     /// GETs a debug path; returns the status and body.
