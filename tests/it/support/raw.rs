@@ -133,7 +133,7 @@ fn status_of(headers: &http::HeaderMap) -> Option<Ended> {
     let message = headers
         .get("grpc-message")
         .and_then(|m| m.to_str().ok())
-        .map(|m| percent_decode(m))
+        .map(percent_decode)
         .unwrap_or_default();
     Some(Ended { code, message })
 }
