@@ -70,7 +70,7 @@ async fn status_leader(With(shared): With<Arc<Shared>>, RawQuery(raw): RawQuery)
         Err(reason) => text(StatusCode::BAD_REQUEST, reason),
         Ok(q) => {
             unblocked(&shared, |st| match st.find_dc(q.dc.as_deref()) {
-                None => Err(no_dc()),
+                None => Err(Box::new(no_dc())),
                 Some(_) => json_body(&st.leader()),
             })
             .await
@@ -80,10 +80,11 @@ async fn status_leader(With(shared): With<Arc<Shared>>, RawQuery(raw): RawQuery)
     response
 }
 
-/// A read that never blocks: faults apply (a hang holds it), then `render` makes the body.
+/// A read that never blocks: faults apply (a hang holds it), then `render` makes the body or
+/// the refusal.
 async fn unblocked(
     shared: &Shared,
-    render: impl Fn(&State) -> Result<Vec<u8>, Response>,
+    render: impl Fn(&State) -> Result<Vec<u8>, Box<Response>>,
 ) -> Response {
     let mut held = None;
     let mut arrival = None;
@@ -96,7 +97,9 @@ async fn unblocked(
                 _ if st.closed => Err(stopped()),
                 Fault::Status(code) => Err(fault_status(code)),
                 Fault::Hang => Ok(None),
-                fault => render(&st).map(|body| Some((body, fault))),
+                fault => render(&st)
+                    .map(|body| Some((body, fault)))
+                    .map_err(|refusal| *refusal),
             }
         };
         match answer {
@@ -120,8 +123,9 @@ fn effective(arrival: &Fault, current: impl FnOnce() -> Fault) -> Fault {
     }
 }
 
-fn json_body<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Response> {
-    serde_json::to_vec(value).map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))
+fn json_body<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Box<Response>> {
+    serde_json::to_vec(value)
+        .map_err(|e| Box::new(text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))
 }
 
 /// What a read asks for.
