@@ -194,6 +194,10 @@ pub struct ConsulArgs {
     /// Send no traffic to instances whose worst check is `warning`.
     #[arg(long = "consul-warning-unhealthy")]
     pub consul_warning_unhealthy: bool,
+    /// Period of the liveness probe (`GET /v1/status/leader` per datacenter), which shows an
+    /// outage while blocking queries are parked; 0 turns it off.
+    #[arg(long = "consul-liveness-interval", default_value = "5s", value_parser = parse_duration)]
+    pub consul_liveness_interval: Duration,
 }
 
 /// Flags of the Eureka registry (`--registries Eureka`).

@@ -115,6 +115,7 @@ fn consul_config(args: &ConsulArgs) -> wayfinder_consul::Config {
         },
         hostname_template: args.consul_hostname_template.clone(),
         warning_is_healthy: !args.consul_warning_unhealthy,
+        liveness_interval: args.consul_liveness_interval,
         ..wayfinder_consul::Config::default()
     }
 }

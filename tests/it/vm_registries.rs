@@ -1,7 +1,8 @@
 //! Consul and Eureka, the registries of VM fleets, through the binary: real grpcio traffic to
 //! backends known only to Consul, only to Eureka, and to Consul and the File registry under
 //! one shared hostname; outages that leave the last good state served and recover without a
-//! push. The registries are the in-process fakes of each adapter crate, on loopback.
+//! push, including a Consul that fails new requests while its blocking queries stay parked.
+//! The registries are the in-process fakes of each adapter crate, on loopback.
 
 use std::collections::BTreeMap;
 
@@ -279,6 +280,42 @@ async fn outages_keep_the_last_good_state_show_degraded_and_recover_without_a_pu
         (w.endpoints("web.service.consul").await.len() == 2).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_consul_failing_new_requests_shows_degraded_while_its_queries_stay_parked() {
+    let consul = FakeConsul::start().await.unwrap();
+    consul.register(ConsulInstance::new("web", "web-1", "10.0.0.1", 8080));
+    // The defaults: blocking queries wait 5 min, the liveness probe runs every 5 s.
+    let w = start_with_consul(&consul, &[]).await;
+    w.ready().await;
+    consul.until_waiting(2).await;
+    let parked = consul.counts();
+
+    // An agent cut off from its servers: new requests get 500, the parked queries wait on.
+    consul.set_new_request_fault(ConsulFault::Status(500));
+    let status = w.wait_health("Consul", "degraded").await;
+    let error = status["last_error"].to_string();
+    assert!(
+        error.contains(&format!("GET {}/v1/status/leader", consul.url()))
+            && error.contains("HTTP 500"),
+        "{status}"
+    );
+    assert_eq!(consul.waiting(), 2, "the blocking queries are still parked");
+    assert_eq!(consul.counts().health_total(), parked.health_total());
+    assert_eq!(
+        w.endpoints("web.service.consul").await,
+        ["10.0.0.1:8080"],
+        "the last good endpoints are still served"
+    );
+
+    consul.set_new_request_fault(ConsulFault::None);
+    w.wait_health("Consul", "healthy").await;
+    assert_eq!(
+        consul.counts().health_total(),
+        parked.health_total(),
+        "recovered by the probe, not by a query returning"
+    );
 }
 
 #[tokio::test]

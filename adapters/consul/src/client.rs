@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use wayfinder_registry::RegistryError;
 
@@ -36,6 +38,21 @@ pub(crate) struct Query {
 pub(crate) struct Answer<T> {
     pub(crate) value: T,
     pub(crate) index: Option<u64>,
+    /// What the answer said of the cluster's leader.
+    pub(crate) leader: Leader,
+}
+
+/// Whether the server that answered knew the cluster's leader (`X-Consul-KnownLeader`).
+#[derive(Debug)]
+pub(crate) enum Leader {
+    /// It did.
+    Known,
+    /// It did not: the answer is that server's own view, which may be stale, and nothing
+    /// written can reach it. The error names the request and how long ago the server last
+    /// heard from a leader.
+    Unknown(RegistryError),
+    /// The answer did not say (no header: a proxy stripped it, or an endpoint without it).
+    Unsaid,
 }
 
 impl Client {
@@ -100,17 +117,60 @@ impl Client {
         query: &Query,
         index: Option<u64>,
     ) -> Result<Answer<T>, RegistryError> {
-        let url = format!("{}/v1/{}", self.base, query.path);
-        let origin = origin(&url, query);
         let mut params: Vec<(&str, String)> = vec![("stale", String::new())];
-        if let Some(dc) = &query.dc {
-            params.push(("dc", dc.clone()));
-        }
         let mut timeout = self.timeout;
         if let Some(index) = index {
             params.push(("index", index.to_string()));
             params.push(("wait", format!("{}ms", self.wait.as_millis())));
             timeout = self.wait + self.wait / 16 + BLOCKING_SLACK;
+        }
+        let (origin, headers, body) = self.send(query, params, timeout).await?;
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let index = header("X-Consul-Index").and_then(|v| v.parse().ok());
+        let leader = match header("X-Consul-KnownLeader") {
+            None => Leader::Unsaid,
+            Some(v) if !v.eq_ignore_ascii_case("false") => Leader::Known,
+            Some(_) => Leader::Unknown(RegistryError::Unavailable {
+                origin: origin.clone(),
+                detail: no_leader_detail(header("X-Consul-LastContact")),
+            }),
+        };
+        let value = parse(&origin, &body)?;
+        Ok(Answer {
+            value,
+            index,
+            leader,
+        })
+    }
+
+    /// A plain `GET /v1/<path>` with this timeout, such as `status/leader`, whose answer is
+    /// the leader's address (`""` when the cluster has none).
+    pub(crate) async fn get_plain<T: DeserializeOwned>(
+        &self,
+        query: &Query,
+        timeout: Duration,
+    ) -> Result<T, RegistryError> {
+        let (origin, _, body) = self.send(query, Vec::new(), timeout).await?;
+        parse(&origin, &body)
+    }
+
+    /// The request timeout of requests that do not block.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends `GET /v1/<path>` with `params` and the token, and returns the request as errors
+    /// name it, the headers and the body of a 2xx answer.
+    async fn send(
+        &self,
+        query: &Query,
+        mut params: Vec<(&str, String)>,
+        timeout: Duration,
+    ) -> Result<(String, HeaderMap, Bytes), RegistryError> {
+        let url = format!("{}/v1/{}", self.base, query.path);
+        let origin = origin(&url, query);
+        if let Some(dc) = &query.dc {
+            params.push(("dc", dc.clone()));
         }
         let mut request = self.http.get(&url).query(&params).timeout(timeout);
         if let Some(token) = &self.token {
@@ -125,11 +185,7 @@ impl Client {
             .await
             .map_err(|e| unavailable(describe(&e.without_url())))?;
         let status = response.status();
-        let index = response
-            .headers()
-            .get("X-Consul-Index")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok());
+        let headers = response.headers().clone();
         let body = response.bytes().await.map_err(|e| {
             unavailable(format!(
                 "the answer broke off while being read: {}",
@@ -139,12 +195,27 @@ impl Client {
         if !status.is_success() {
             return Err(unavailable(status_detail(status, &body)));
         }
-        let value = serde_json::from_slice(&body).map_err(|e| RegistryError::Malformed {
-            origin: origin.clone(),
-            detail: format!("{e} (in an answer of {} bytes)", body.len()),
-        })?;
-        Ok(Answer { value, index })
+        Ok((origin, headers, body))
     }
+}
+
+fn parse<T: DeserializeOwned>(origin: &str, body: &[u8]) -> Result<T, RegistryError> {
+    serde_json::from_slice(body).map_err(|e| RegistryError::Malformed {
+        origin: origin.to_string(),
+        detail: format!("{e} (in an answer of {} bytes)", body.len()),
+    })
+}
+
+/// What an answer without a known leader means, with `X-Consul-LastContact` (milliseconds).
+fn no_leader_detail(last_contact: Option<&str>) -> String {
+    let since = last_contact
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|ms| format!(", last contact with a leader {ms} ms before"))
+        .unwrap_or_default();
+    format!(
+        "answered without a known cluster leader (X-Consul-KnownLeader: false{since}): \
+         Consul has lost its quorum or this server its leader, so answers may be stale"
+    )
 }
 
 /// The index to send with the next blocking query, by Consul's rules ("Blocking Queries",

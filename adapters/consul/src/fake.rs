@@ -5,7 +5,7 @@
 //! the process drive it:
 //!
 //! - `GET /v1/catalog/services`, `GET /v1/health/service/:service` (blocking queries),
-//! - `GET /v1/catalog/datacenters`,
+//! - `GET /v1/catalog/datacenters`, `GET /v1/status/leader`,
 //! - `PUT /v1/catalog/register`, `PUT /v1/catalog/deregister`.
 //!
 //! The facts it follows come from Consul's HTTP API documentation: "Blocking Queries" (`index`,
@@ -13,8 +13,10 @@
 //! `X-Consul-Index` never 0, an index that may go backwards after a snapshot restore),
 //! "Health: List Service Instances for Service" (`/v1/health/service/:service` with `dc`,
 //! `passing`, `tag`, `stale`), "Catalog: List Services" (`/v1/catalog/services`, which lists
-//! Consul's own `consul` service), "Catalog: List Datacenters", "Catalog: Register Entity" and
-//! "Catalog: Deregister Entity", and the ACL token carriers (`X-Consul-Token`,
+//! Consul's own `consul` service), "Catalog: List Datacenters", "Catalog: Register Entity",
+//! "Catalog: Deregister Entity", "Status: Get Raft Leader" (`/v1/status/leader`: the leader's
+//! address as a JSON string, `""` without one), the `X-Consul-KnownLeader` and
+//! `X-Consul-LastContact` headers of reads, and the ACL token carriers (`X-Consul-Token`,
 //! `Authorization: Bearer`, `?token=`). Field names, the extra fields of a health entry and the
 //! text bodies of errors are those a Consul 1.x server sends.
 //!
@@ -22,7 +24,20 @@
 //! instance is added, changed or removed) and per service an index (bumped when one of its
 //! instances, their checks or their nodes change; kept after its last instance goes). Each
 //! instance lives on a node with a `serfHealth` check and has at most one service check.
-//! Every datacenter starts with Consul's own server registered as service `consul`.
+//! Every datacenter starts with Consul's own server registered as service `consul`; that
+//! server (`127.0.0.1:8300`) is the leader.
+//!
+//! Two outages leave parked blocking queries parked while new requests fail, as they do in a
+//! real cluster (where a failure is noticed only when a parked query returns, minutes later):
+//! - [`FakeConsul::set_leader`]`(false)`, a cluster that lost its quorum: `/v1/status/leader`
+//!   answers `""`; reads that need a leader (all but `?stale`) get 500 `No cluster leader`,
+//!   as do writes; `?stale` reads answer from the fake's state with `X-Consul-KnownLeader:
+//!   false` and `X-Consul-LastContact` counting the milliseconds since the leader was lost;
+//!   parked queries wait on (no write commits) and answer the same way when their `wait` runs
+//!   out;
+//! - [`FakeConsul::set_new_request_fault`], an agent that lost its servers (a 500 for every
+//!   new request) or a partition (a hang): the fault applies to requests that arrive while it
+//!   is set, and only to them.
 //!
 //! Where it departs from Consul, on purpose:
 //! - a request without a token, when ACLs are on, gets 403 `Permission denied` (Consul filters
@@ -145,8 +160,9 @@ impl Instance {
     }
 }
 
-/// A failure the fake answers read (GET) requests with. `Status` and `Hang` act before the
-/// blocking wait; the others shape the answer a request gets after it.
+/// A failure the fake answers read (GET) requests with (`/v1/status/leader` included).
+/// `Status` and `Hang` act before the blocking wait; the others shape the answer a request gets
+/// after it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
     /// No fault.
@@ -175,6 +191,8 @@ pub struct Counts {
     pub catalog_services: u64,
     /// `GET /v1/catalog/datacenters`.
     pub datacenters: u64,
+    /// `GET /v1/status/leader`.
+    pub status_leader: u64,
     /// `GET /v1/health/service/<name>` by name, all datacenters.
     pub health: BTreeMap<String, u64>,
 }
@@ -270,6 +288,28 @@ impl FakeConsul {
             }
         }
         self.shared.wake_all();
+    }
+
+    /// Sets the fault of requests that arrive from now on, for their whole life, while
+    /// requests already held (parked blocking queries) keep waiting as they were: an agent
+    /// that lost its servers (`Fault::Status(500)`) or a partition that new connections do not
+    /// cross (`Fault::Hang`: such a request is never answered). It wins over
+    /// [`FakeConsul::set_fault`] for the requests it applies to; [`Fault::None`] clears it.
+    pub fn set_new_request_fault(&self, fault: Fault) {
+        self.shared.lock().new_request_fault = fault;
+    }
+
+    /// Loses the cluster's leader (`false`), as when a quorum of servers is gone, or elects it
+    /// again (`true`); see the module documentation for what each request then gets.
+    /// [`FakeConsul::register`] and the other methods still change the state: they are the
+    /// test's hand on it, not Consul writes.
+    pub fn set_leader(&self, elected: bool) {
+        let mut st = self.shared.lock();
+        match (elected, st.leader_lost) {
+            (true, _) => st.leader_lost = None,
+            (false, None) => st.leader_lost = Some(tokio::time::Instant::now()),
+            (false, Some(_)) => {}
+        }
     }
 
     /// Turns ACLs on with this token as the only valid one, or off with `None`.

@@ -58,6 +58,21 @@
 //! sends `Recovered`. While many watches fail alike, one error is sent every 10 s rather than
 //! one per watch.
 //!
+//! A blocking query can stay parked for its `wait` and jitter, over five minutes by default,
+//! on a Consul that no longer answers anything new: a cluster that lost its quorum, an agent
+//! that lost its servers, a partition that new connections do not cross. The watches alone
+//! would see such an outage only when a parked query returned. So a liveness probe asks
+//! `GET /v1/status/leader` of each datacenter read, every [`Config::liveness_interval`] (5 s
+//! by default, [`DEFAULT_LIVENESS_INTERVAL`]), with a timeout of the same length (at least
+//! 1 s, at most [`Config::timeout`]). A probe that is refused, fails, gets no answer in time
+//! or finds no leader (`""`) is an error item naming `GET …/v1/status/leader`, so an outage
+//! shows within one interval plus one timeout: 10 s by default. So is any answer carrying
+//! `X-Consul-KnownLeader: false` (a server without a leader still answers `?stale` reads from
+//! its own state, which the registry uses, but which may be stale), until a probe or a later
+//! answer finds a leader again. The last good state stays in force throughout; when the next
+//! probe succeeds and nothing changed, the stream sends `Recovered`. The probe costs one small
+//! request per datacenter per interval, on one pooled connection.
+//!
 //! Consul limits concurrent HTTP connections per client address
 //! (`limits.http_max_conns_per_client`, default 200) and each watched service holds one. For
 //! more services than that, raise the limit or set [`Config::interval`].
@@ -84,6 +99,10 @@ pub const NAMESPACE_KEY: &str = "wayfinder.io/namespace";
 pub const PORT_KEY: &str = "wayfinder.io/port";
 /// Istio's hostname for Consul services.
 pub const DEFAULT_TEMPLATE: &str = "{service}.service.consul";
+/// How often the liveness probe asks for the leader by default.
+pub const DEFAULT_LIVENESS_INTERVAL: Duration = Duration::from_secs(5);
+/// The shortest liveness interval accepted (as short as a watch's pause between questions).
+const MIN_LIVENESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How to reach Consul and map what it holds.
 #[derive(Clone, Debug)]
@@ -107,6 +126,9 @@ pub struct Config {
     /// Whether an instance whose worst check is `warning` still gets traffic (Consul's DNS
     /// interface serves them too).
     pub warning_is_healthy: bool,
+    /// Period of the liveness probe (`GET /v1/status/leader` per datacenter; see "When Consul
+    /// fails" in the crate documentation). Zero turns it off; otherwise at least 100 ms.
+    pub liveness_interval: Duration,
 }
 
 impl Default for Config {
@@ -121,6 +143,7 @@ impl Default for Config {
             tls: Tls::default(),
             hostname_template: DEFAULT_TEMPLATE.into(),
             warning_is_healthy: true,
+            liveness_interval: DEFAULT_LIVENESS_INTERVAL,
         }
     }
 }
@@ -185,6 +208,9 @@ pub enum BuildError {
     /// A blocking wait outside Consul's range.
     #[error("consul wait {0:?}: must be between 1 s and 10 min")]
     Wait(Duration),
+    /// A liveness interval so short that the probe would flood Consul.
+    #[error("consul liveness interval {0:?}: must be 0 (off) or at least 100ms")]
+    Liveness(Duration),
 }
 
 impl Config {
@@ -194,6 +220,10 @@ impl Config {
         check_template(&self.hostname_template)?;
         if self.wait < Duration::from_secs(1) || self.wait > Duration::from_secs(600) {
             return Err(BuildError::Wait(self.wait));
+        }
+        let liveness = self.liveness_interval;
+        if !liveness.is_zero() && liveness < MIN_LIVENESS_INTERVAL {
+            return Err(BuildError::Liveness(liveness));
         }
         let client = client::Client::new(&self)?;
         Ok(ConsulRegistry {
@@ -205,6 +235,7 @@ impl Config {
             },
             interval: self.interval,
             datacenters: self.datacenters,
+            liveness: self.liveness_interval,
         })
     }
 }
@@ -236,6 +267,7 @@ pub struct ConsulRegistry {
     mapping: Mapping,
     interval: Duration,
     datacenters: Datacenters,
+    liveness: Duration,
 }
 
 impl Registry for ConsulRegistry {
@@ -251,6 +283,7 @@ impl Registry for ConsulRegistry {
                 mapping: this.mapping,
                 interval: this.interval,
                 datacenters: this.datacenters,
+                liveness: this.liveness,
             },
             shutdown,
         )

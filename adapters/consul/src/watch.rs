@@ -3,8 +3,13 @@
 //!
 //! Watches run as tasks and report to the supervisor over a channel; the supervisor alone
 //! holds state, so the rules of the [`Event`] contract (first a `Reset`, then only changes;
-//! errors as items; `Recovered`) are kept in one place.
+//! errors as items; `Recovered`) are kept in one place. Beside the watches, one liveness probe
+//! per datacenter reports whether Consul still answers new requests and knows its leader; the
+//! registry counts as failing while a watch fails, a probe fails, or the last answer from a
+//! datacenter came without a known leader.
 
+mod gate;
+mod liveness;
 mod poll;
 mod state;
 
@@ -21,15 +26,14 @@ use wayfinder_registry::{CancellationToken, Event, EventStream, RegistryError};
 
 use crate::Datacenters;
 use crate::api::{CatalogServices, HealthEntry};
-use crate::client::{Client, Query};
+use crate::client::{Client, Leader, Query};
 use crate::convert::Mapping;
+use gate::{ErrorGate, detail};
 use poll::Mode;
 use state::{Effects, State};
 
 /// How often `Datacenters::All` re-reads the datacenter list (it cannot block).
 const DATACENTER_REFRESH: Duration = Duration::from_secs(60);
-/// While errors keep their wording, one is sent this often rather than one per watch.
-const ERROR_REPEAT: Duration = Duration::from_secs(10);
 
 /// What the registry was configured with.
 pub(crate) struct Setup {
@@ -37,6 +41,8 @@ pub(crate) struct Setup {
     pub(crate) mapping: Mapping,
     pub(crate) interval: Duration,
     pub(crate) datacenters: Datacenters,
+    /// Period of the liveness probe; zero: no probe.
+    pub(crate) liveness: Duration,
 }
 
 /// Starts watching on the stream's first poll and returns the stream.
@@ -65,19 +71,35 @@ enum TaskKey {
     Datacenters,
     Catalog(Dc),
     Health(WatchKey),
+    /// The liveness probe of a datacenter.
+    Liveness(Dc),
+}
+
+impl TaskKey {
+    /// The datacenter the task reads, if it reads one.
+    fn dc(&self) -> Option<&Dc> {
+        match self {
+            TaskKey::Datacenters => None,
+            TaskKey::Catalog(dc) | TaskKey::Liveness(dc) => Some(dc),
+            TaskKey::Health(w) => Some(&w.dc),
+        }
+    }
 }
 
 enum Answer {
     Datacenters(Vec<String>),
     Catalog(CatalogServices),
     Health(Vec<HealthEntry>),
+    /// A probe found a leader.
+    Alive,
 }
 
 struct Report {
     task: TaskKey,
     /// Which start of the task sent it, so that a report of a stopped watch is ignored.
     generation: u64,
-    result: Result<Answer, RegistryError>,
+    /// The answer, and what it said of its datacenter's leader.
+    result: Result<(Answer, Leader), RegistryError>,
 }
 
 /// A running watch, stopped when dropped.
@@ -96,6 +118,7 @@ struct Supervisor {
     client: Arc<Client>,
     mode: Mode,
     datacenters: Datacenters,
+    liveness: Duration,
     reports: mpsc::Sender<Report>,
     inbox: Option<mpsc::Receiver<Report>>,
     tasks: BTreeMap<TaskKey, Task>,
@@ -103,36 +126,12 @@ struct Supervisor {
     state: State,
     /// Whether the first `Reset` went out.
     started: bool,
-    /// The last error of each watch that is failing now.
+    /// The last error of each watch or probe that is failing now.
     failing: BTreeMap<TaskKey, RegistryError>,
+    /// Datacenters whose last answer came without a known leader, with what it said.
+    leaderless: BTreeMap<Dc, RegistryError>,
     gate: ErrorGate,
     out: mpsc::Sender<Result<Event, RegistryError>>,
-}
-
-/// The consumer's view of the registry's health, and the rule against error floods.
-#[derive(Default)]
-struct ErrorGate {
-    /// Whether the last item sent was an error.
-    degraded: bool,
-    last: Option<(String, Instant)>,
-}
-
-impl ErrorGate {
-    fn admits(&self, err: &RegistryError) -> bool {
-        let detail = detail(err);
-        match &self.last {
-            Some((d, at)) if self.degraded => d != detail || at.elapsed() >= ERROR_REPEAT,
-            _ => true,
-        }
-    }
-}
-
-fn detail(err: &RegistryError) -> &str {
-    match err {
-        RegistryError::Malformed { detail, .. }
-        | RegistryError::Invalid { detail, .. }
-        | RegistryError::Unavailable { detail, .. } => detail,
-    }
 }
 
 /// The consumer went away.
@@ -149,6 +148,7 @@ impl Supervisor {
                 Mode::Poll(setup.interval)
             },
             datacenters: setup.datacenters,
+            liveness: setup.liveness,
             reports,
             inbox: Some(inbox),
             tasks: BTreeMap::new(),
@@ -156,6 +156,7 @@ impl Supervisor {
             state: State::new(setup.mapping),
             started: false,
             failing: BTreeMap::new(),
+            leaderless: BTreeMap::new(),
             gate: ErrorGate::default(),
             out,
         }
@@ -196,14 +197,15 @@ impl Supervisor {
             return Ok(());
         }
         let task = report.task;
-        let answer = match report.result {
+        let (answer, leader) = match report.result {
             Ok(answer) => answer,
             Err(err) => {
                 self.failing.insert(task, err.clone());
                 return self.error(err, false).await;
             }
         };
-        let was_failing = self.failing.remove(&task).is_some();
+        let mut was_failing = self.failing.remove(&task).is_some();
+        was_failing |= self.note_leader(&task, leader);
         let mut invalid = Vec::new();
         let fx = match (task, answer) {
             (TaskKey::Datacenters, Answer::Datacenters(list)) => self
@@ -249,15 +251,31 @@ impl Supervisor {
         if !clean || !self.started {
             return Ok(());
         }
-        if let Some(err) = self.failing.values().next().cloned() {
-            if sent_ok {
-                // A change while other watches fail must not read as a recovery.
-                self.error(err, true).await?;
-            }
+        let still = self.failing.values().chain(self.leaderless.values()).next();
+        if let Some(err) = still.cloned() {
+            // A change while something fails must not read as a recovery; and a failure this
+            // answer brought (no known leader) is said even when nothing changed.
+            self.error(err, sent_ok).await?;
         } else if !sent_ok && was_failing && self.gate.degraded {
             self.send(Ok(Event::Recovered)).await?;
         }
         Ok(())
+    }
+
+    /// Records what an answer said of its datacenter's leader; true if that ends a spell
+    /// without one.
+    fn note_leader(&mut self, task: &TaskKey, leader: Leader) -> bool {
+        let Some(dc) = task.dc() else {
+            return false;
+        };
+        match leader {
+            Leader::Known => self.leaderless.remove(dc).is_some(),
+            Leader::Unknown(err) => {
+                self.leaderless.insert(dc.clone(), err);
+                false
+            }
+            Leader::Unsaid => false,
+        }
     }
 
     async fn error(&mut self, err: RegistryError, always: bool) -> Result<(), Closed> {
@@ -292,7 +310,7 @@ impl Supervisor {
                 };
                 let mode = Mode::Poll(DATACENTER_REFRESH);
                 tokio::spawn(poll::run(client, query, mode, tx, move |r| {
-                    wrap(r.map(Answer::Datacenters))
+                    wrap(r.map(|(list, leader)| (Answer::Datacenters(list), leader)))
                 }))
             }
             TaskKey::Catalog(dc) => {
@@ -301,7 +319,7 @@ impl Supervisor {
                     dc: dc.as_deref().map(str::to_string),
                 };
                 tokio::spawn(poll::run(client, query, self.mode, tx, move |r| {
-                    wrap(r.map(Answer::Catalog))
+                    wrap(r.map(|(names, leader)| (Answer::Catalog(names), leader)))
                 }))
             }
             TaskKey::Health(w) => {
@@ -310,20 +328,37 @@ impl Supervisor {
                     dc: w.dc.as_deref().map(str::to_string),
                 };
                 tokio::spawn(poll::run(client, query, self.mode, tx, move |r| {
-                    wrap(r.map(Answer::Health))
+                    wrap(r.map(|(entries, leader)| (Answer::Health(entries), leader)))
+                }))
+            }
+            TaskKey::Liveness(dc) => {
+                let dc = dc.as_deref().map(str::to_string);
+                tokio::spawn(liveness::run(client, dc, self.liveness, tx, move |r| {
+                    wrap(r.map(|()| (Answer::Alive, Leader::Known)))
                 }))
             }
         };
         self.tasks.insert(task, Task { generation, handle });
     }
 
-    /// Starts and stops the watches an answer asks for.
+    /// Starts and stops the watches an answer asks for, and with each datacenter's catalog
+    /// watch its liveness probe.
     fn apply(&mut self, fx: &Effects) {
         for task in &fx.stop {
+            if let TaskKey::Catalog(dc) = task {
+                self.tasks.remove(&TaskKey::Liveness(dc.clone()));
+                self.failing.remove(&TaskKey::Liveness(dc.clone()));
+                self.leaderless.remove(dc);
+            }
             self.tasks.remove(task);
             self.failing.remove(task);
         }
         for task in &fx.start {
+            if let TaskKey::Catalog(dc) = task
+                && !self.liveness.is_zero()
+            {
+                self.spawn(TaskKey::Liveness(dc.clone()));
+            }
             self.spawn(task.clone());
         }
     }

@@ -1,8 +1,9 @@
 //! The HTTP side of the fake: routes, ACL checks, faults and the blocking-query wait.
 //!
 //! A read goes: parse the query (400), find the datacenter (500 `No path to datacenter`),
-//! check the token (403), then faults, then, with `index` > 0, wait until the resource's index
-//! passes it, a snapshot restore happens, or `wait` (plus jitter) runs out.
+//! check the token (403), refuse a read that needs a leader when there is none (500), then
+//! faults, then, with `index` > 0, wait until the resource's index passes it, a snapshot
+//! restore happens, or `wait` (plus jitter) runs out.
 
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use super::Fault;
 use super::dc::Dc;
 use super::json::{self, HealthFilter};
 use super::params::Query;
-use super::reply::{Meta, fault_status, no_dc, respond, stopped, text};
+use super::reply::{Meta, fault_status, no_dc, no_leader, respond, stopped, text};
 use super::state::{Shared, State};
 use super::write;
 
@@ -27,6 +28,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/catalog/services", get(catalog_services))
         .route("/v1/catalog/datacenters", get(datacenters))
         .route("/v1/health/service/{service}", get(health_service))
+        .route("/v1/status/leader", get(status_leader))
         .route("/v1/catalog/register", put(write::register))
         .route("/v1/catalog/deregister", put(write::deregister))
         .with_state(shared)
@@ -55,31 +57,75 @@ async fn health_service(
 
 /// `GET /v1/catalog/datacenters`: not blocking, no ACL, no `X-Consul-*` headers.
 async fn datacenters(With(shared): With<Arc<Shared>>) -> Response {
+    let response = unblocked(&shared, |st| json_body(&st.dcs)).await;
+    shared.lock().counts.datacenters += 1;
+    response
+}
+
+/// `GET /v1/status/leader`: the leader's address as a JSON string (`"127.0.0.1:8300"`), or
+/// `""` when the cluster has none. Not blocking, no ACL, no `X-Consul-*` headers; `dc` asks
+/// another datacenter's servers.
+async fn status_leader(With(shared): With<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+    let response = match Query::parse(raw.as_deref()) {
+        Err(reason) => text(StatusCode::BAD_REQUEST, reason),
+        Ok(q) => {
+            unblocked(&shared, |st| match st.find_dc(q.dc.as_deref()) {
+                None => Err(Box::new(no_dc())),
+                Some(_) => json_body(&st.leader()),
+            })
+            .await
+        }
+    };
+    shared.lock().counts.status_leader += 1;
+    response
+}
+
+/// A read that never blocks: faults apply (a hang holds it), then `render` makes the body or
+/// the refusal.
+async fn unblocked(
+    shared: &Shared,
+    render: impl Fn(&State) -> Result<Vec<u8>, Box<Response>>,
+) -> Response {
     let mut held = None;
-    let response = loop {
+    let mut arrival = None;
+    loop {
         let mut control = shared.control();
         let answer = {
             let st = shared.lock();
-            match st.fault.clone() {
+            let arrival = arrival.get_or_insert_with(|| st.new_request_fault.clone());
+            match effective(arrival, || st.fault.clone()) {
                 _ if st.closed => Err(stopped()),
                 Fault::Status(code) => Err(fault_status(code)),
                 Fault::Hang => Ok(None),
-                fault => Ok(Some((serde_json::to_vec(&st.dcs), fault))),
+                fault => render(&st)
+                    .map(|body| Some((body, fault)))
+                    .map_err(|refusal| *refusal),
             }
         };
         match answer {
-            Err(response) => break response,
-            Ok(Some((Ok(body), fault))) => break respond(body, fault, None).await,
-            Ok(Some((Err(e), _))) => break text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+            Err(response) => return response,
+            Ok(Some((body, fault))) => return respond(body, fault, None).await,
             Ok(None) => {
                 held.get_or_insert_with(|| shared.hold());
                 let _ = control.changed().await;
             }
         }
-    };
-    drop(held);
-    shared.lock().counts.datacenters += 1;
-    response
+    }
+}
+
+/// The fault a request answers to: the new-request fault it arrived under, if any, else the
+/// current one.
+fn effective(arrival: &Fault, current: impl FnOnce() -> Fault) -> Fault {
+    if *arrival == Fault::None {
+        current()
+    } else {
+        arrival.clone()
+    }
+}
+
+fn json_body<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Box<Response>> {
+    serde_json::to_vec(value)
+        .map_err(|e| Box::new(text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))
 }
 
 /// What a read asks for.
@@ -142,7 +188,7 @@ async fn read(
         },
         (Some(_), Err(reason)) => return text(StatusCode::BAD_REQUEST, reason),
     };
-    {
+    let arrival = {
         let st = shared.lock();
         if st.find_dc(q.dc.as_deref()).is_none() {
             return no_dc();
@@ -150,15 +196,28 @@ async fn read(
         if let Some(denied) = check_acl(&st, q.token.as_deref(), headers) {
             return denied;
         }
-    }
-    match wait(shared, &q, &read).await {
+        let arrival = st.new_request_fault.clone();
+        // Without a leader only a server's own (stale) view can be read.
+        if arrival == Fault::None && st.leader_lost.is_some() && !q.stale {
+            return no_leader();
+        }
+        arrival
+    };
+    match wait(shared, &q, &read, &arrival).await {
         Ok((body, fault, meta)) => respond(body, fault, Some(meta)).await,
         Err(response) => response,
     }
 }
 
 /// Faults and the blocking wait; returns the body, the fault to answer with, and the meta.
-async fn wait(shared: &Shared, q: &Query, read: &Read) -> Result<(Vec<u8>, Fault, Meta), Response> {
+/// `arrival` is the new-request fault the request arrived under ([`Fault::None`]: the current
+/// fault applies).
+async fn wait(
+    shared: &Shared,
+    q: &Query,
+    read: &Read,
+    arrival: &Fault,
+) -> Result<(Vec<u8>, Fault, Meta), Response> {
     let deadline = tokio::time::Instant::now() + q.timeout();
     let mut restores = None;
     let mut timed_out = false;
@@ -168,7 +227,7 @@ async fn wait(shared: &Shared, q: &Query, read: &Read) -> Result<(Vec<u8>, Fault
         let mut change = {
             let st = shared.lock();
             let start = *restores.get_or_insert(st.restores);
-            match st.fault_for(read.service()) {
+            match effective(arrival, || st.fault_for(read.service())) {
                 _ if st.closed => return Err(stopped()),
                 Fault::Status(code) => return Err(fault_status(code)),
                 Fault::Hang => None,
@@ -178,10 +237,13 @@ async fn wait(shared: &Shared, q: &Query, read: &Read) -> Result<(Vec<u8>, Fault
                     };
                     let index = read.index(dc);
                     if q.index == 0 || index > q.index || timed_out || st.restores != start {
+                        let (known_leader, last_contact) = st.leadership();
                         let meta = Meta {
                             index,
                             consistency: q.consistency(),
                             acl: st.token.is_some(),
+                            known_leader,
+                            last_contact,
                         };
                         return Ok((read.render(dc_name, dc), fault, meta));
                     }

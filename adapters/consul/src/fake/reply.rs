@@ -15,6 +15,10 @@ pub(super) struct Meta {
     pub(super) index: u64,
     pub(super) consistency: &'static str,
     pub(super) acl: bool,
+    /// `X-Consul-KnownLeader`.
+    pub(super) known_leader: bool,
+    /// `X-Consul-LastContact`, in milliseconds.
+    pub(super) last_contact: u64,
 }
 
 /// A 200 answer, shaped by the fault; `meta` `None` for answers without `X-Consul-*` headers.
@@ -41,11 +45,15 @@ pub(super) async fn respond(body: Vec<u8>, fault: Fault, meta: Option<Meta>) -> 
         if let Some(index) = index {
             h.insert(name("x-consul-index"), HeaderValue::from(index));
         }
+        let known = if meta.known_leader { "true" } else { "false" };
         h.insert(
             name("x-consul-knownleader"),
-            HeaderValue::from_static("true"),
+            HeaderValue::from_static(known),
         );
-        h.insert(name("x-consul-lastcontact"), HeaderValue::from_static("0"));
+        h.insert(
+            name("x-consul-lastcontact"),
+            HeaderValue::from(meta.last_contact),
+        );
         let consistency = HeaderValue::from_static(meta.consistency);
         h.insert(name("x-consul-effective-consistency"), consistency);
         let policy = HeaderValue::from_static(if meta.acl { "deny" } else { "allow" });
@@ -84,6 +92,11 @@ pub(super) fn fault_status(code: u16) -> Response {
         _ => status.canonical_reason().unwrap_or("Unknown error"),
     };
     text(status, body)
+}
+
+/// What a Consul server answers a request that needs a leader while it has none.
+pub(super) fn no_leader() -> Response {
+    text(StatusCode::INTERNAL_SERVER_ERROR, "No cluster leader")
 }
 
 pub(super) fn no_dc() -> Response {

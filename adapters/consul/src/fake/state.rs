@@ -5,12 +5,17 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::dc::{Dc, NodeSpec, ServiceSpec};
 use super::{Counts, Fault, Instance};
 
 /// The raft index right after setup.
 const START_INDEX: u64 = 10;
+/// The address of every datacenter's one server, and so of its leader.
+const SERVER_ADDRESS: &str = "127.0.0.1";
+/// Consul's server RPC port, the port `/v1/status/leader` names.
+const SERVER_PORT: u16 = 8300;
 
 /// State plus the channel that wakes every waiting request (faults, restores, shutdown) and
 /// the number of requests held.
@@ -82,6 +87,10 @@ pub(super) struct State {
     pub(super) dc: BTreeMap<String, Dc>,
     /// Fault of every read.
     pub(super) fault: Fault,
+    /// Fault of reads that arrive while it is set, for their whole life.
+    pub(super) new_request_fault: Fault,
+    /// When the cluster lost its leader; `None` while it has one.
+    pub(super) leader_lost: Option<Instant>,
     /// Faults of `/v1/health/service/<name>`, by name.
     pub(super) service_faults: BTreeMap<String, Fault>,
     /// The one valid ACL token; `None`: ACLs off.
@@ -102,6 +111,8 @@ impl State {
             dcs: Vec::new(),
             dc: BTreeMap::new(),
             fault: Fault::None,
+            new_request_fault: Fault::None,
+            leader_lost: None,
             service_faults: BTreeMap::new(),
             token: None,
             restores: 0,
@@ -174,6 +185,27 @@ impl State {
             .clone()
     }
 
+    /// The leader's address as `/v1/status/leader` answers it: `""` without a leader.
+    pub(super) fn leader(&self) -> String {
+        if self.leader_lost.is_some() {
+            String::new()
+        } else {
+            format!("{SERVER_ADDRESS}:{SERVER_PORT}")
+        }
+    }
+
+    /// `X-Consul-KnownLeader` and `X-Consul-LastContact` (milliseconds): the fake answers as
+    /// the leader, in contact with itself, until the leader is lost.
+    pub(super) fn leadership(&self) -> (bool, u64) {
+        match self.leader_lost {
+            None => (true, 0),
+            Some(lost) => {
+                let ms = u64::try_from(lost.elapsed().as_millis()).unwrap_or(u64::MAX);
+                (false, ms)
+            }
+        }
+    }
+
     /// Adds or replaces an instance and its node at raft index `idx`.
     pub(super) fn register_instance(&mut self, idx: u64, i: Instance) {
         let dc = self.dc_mut(&i.datacenter);
@@ -237,7 +269,7 @@ fn register_server(dc: &mut Dc, idx: u64) {
         idx,
         NodeSpec {
             name: node.to_owned(),
-            address: "127.0.0.1".to_owned(),
+            address: SERVER_ADDRESS.to_owned(),
             status: Some("passing".to_owned()),
         },
     );
@@ -248,7 +280,7 @@ fn register_server(dc: &mut Dc, idx: u64) {
             service: "consul".to_owned(),
             id: "consul".to_owned(),
             address: String::new(),
-            port: 8300,
+            port: SERVER_PORT,
             tags: Vec::new(),
             meta: BTreeMap::new(),
             weights: (1, 1),

@@ -1,8 +1,9 @@
 //! `PUT /v1/catalog/register` and `PUT /v1/catalog/deregister`, Consul's catalog writes, mapped
 //! onto the same state changes as [`FakeConsul::register`](super::FakeConsul::register) and
 //! [`FakeConsul::deregister`](super::FakeConsul::deregister). They answer `true`, need the
-//! token when ACLs are on, and no fault applies to them. Each one that changes something takes
-//! one raft index.
+//! token when ACLs are on, and no fault applies to them; without a leader they answer 500
+//! `No cluster leader`, as a write needs one. Each one that changes something takes one raft
+//! index.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use serde::de::DeserializeOwned;
 use super::dc::{NodeSpec, ServiceSpec};
 use super::http::check_acl;
 use super::params::Query;
-use super::reply::{no_dc, text};
+use super::reply::{no_dc, no_leader, text};
 use super::state::Shared;
 
 #[derive(Deserialize, Default)]
@@ -100,6 +101,9 @@ pub(super) async fn register(
     let mut st = shared.lock();
     if let Some(denied) = check_acl(&st, q.token.as_deref(), &headers) {
         return denied;
+    }
+    if st.leader_lost.is_some() {
+        return no_leader();
     }
     let dc = pick_dc(&body.datacenter, q.dc.as_deref());
     if !st.has_dc(dc) {
@@ -199,6 +203,9 @@ pub(super) async fn deregister(
     let mut st = shared.lock();
     if let Some(denied) = check_acl(&st, q.token.as_deref(), &headers) {
         return denied;
+    }
+    if st.leader_lost.is_some() {
+        return no_leader();
     }
     let dc = pick_dc(&body.datacenter, q.dc.as_deref());
     if !st.has_dc(dc) {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use wayfinder_registry::RegistryError;
 use wayfinder_registry::backoff::{Backoff, jittered};
 
-use crate::client::{Client, Query, next_index};
+use crate::client::{Client, Leader, Query, next_index};
 
 /// A watch never asks again sooner than this after its last question: Consul advises rate
 /// limiting the loop, since a busy service (or an index that cannot block) answers at once.
@@ -29,20 +29,22 @@ pub(crate) enum Mode {
 }
 
 /// Asks `query` until the receiver goes away, sending `wrap(answer)` for every answer that
-/// may hold news (the first, one after a failure, one whose index moved, every poll) and every
-/// failure as it happens.
+/// may hold news (the first, one after a failure, one whose index moved, every poll, one
+/// without a known leader and the next one) and every failure as it happens. Each answer goes with what it said
+/// of Consul's leader.
 pub(crate) async fn run<T, R>(
     client: Arc<Client>,
     query: Query,
     mode: Mode,
     tx: mpsc::Sender<R>,
-    wrap: impl Fn(Result<T, RegistryError>) -> R,
+    wrap: impl Fn(Result<(T, Leader), RegistryError>) -> R,
 ) where
     T: DeserializeOwned,
 {
     let mut index = 0u64;
     let mut backoff = Backoff::new(RETRY_FIRST, RETRY_MAX);
     let mut last_ok = false;
+    let mut was_leaderless = false;
     loop {
         let started = Instant::now();
         let blocking = matches!(mode, Mode::Blocking) && index > 0;
@@ -51,9 +53,22 @@ pub(crate) async fn run<T, R>(
                 backoff.reset();
                 let previous = index;
                 index = next_index(index, answer.index);
-                let news = !last_ok || !blocking || answer.index != Some(previous);
+                // Without a leader, and on the first answer with one again, the supervisor
+                // hears of it even when nothing else changed.
+                let leaderless = matches!(answer.leader, Leader::Unknown(_));
+                let news = !last_ok
+                    || !blocking
+                    || answer.index != Some(previous)
+                    || leaderless
+                    || was_leaderless;
                 last_ok = true;
-                if news && tx.send(wrap(Ok(answer.value))).await.is_err() {
+                was_leaderless = leaderless;
+                if news
+                    && tx
+                        .send(wrap(Ok((answer.value, answer.leader))))
+                        .await
+                        .is_err()
+                {
                     return;
                 }
                 match mode {

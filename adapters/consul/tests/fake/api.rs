@@ -289,6 +289,7 @@ async fn counts_answered_reads() {
     let expected = Counts {
         catalog_services: 2,
         datacenters: 1,
+        status_leader: 0,
         health: [("api".to_owned(), 1), ("web".to_owned(), 2)].into(),
     };
     assert_eq!(fake.counts(), expected);

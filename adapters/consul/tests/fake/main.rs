@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 //! Checks of the fake Consul itself, with plain HTTP requests: answer shapes, ACLs, faults and
-//! counts (`api`), and blocking queries (`blocking`).
+//! counts (`api`), blocking queries (`blocking`), and the leader and outages that leave
+//! parked queries parked (`outage`).
 
 mod api;
 mod blocking;
+mod outage;
 
 use std::time::Duration;
 

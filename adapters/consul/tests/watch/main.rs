@@ -1,6 +1,9 @@
 //! The Consul registry against the in-process Consul: what one change costs, outages,
-//! malformed answers, index resets, ACLs, datacenters and polling.
+//! malformed answers, index resets, ACLs, datacenters and polling; outages that leave the
+//! blocking queries parked (`liveness`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod liveness;
 
 use std::time::Duration;
 
