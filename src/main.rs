@@ -86,6 +86,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         http_addr: args.http_addr,
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
+        system_ca_file: args.system_ca_file,
         limits,
     })
     .await?;
