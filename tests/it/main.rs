@@ -16,6 +16,8 @@
 //!   route moves without loss, cluster changes without warming.
 //! - `limits`: the new-stream rate limit and the maximum connection age, with raw clients
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
+//! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
+//!   with a certificate from a CA made in the test: verified by default.
 //! - `bad_input`: malformed files and failing registries against the binary.
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
@@ -41,4 +43,5 @@ mod kubernetes;
 mod limits;
 mod support;
 mod tools;
+mod upstream_tls;
 mod vm_registries;
