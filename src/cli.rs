@@ -125,6 +125,16 @@ pub struct Discovery {
     /// garbage), instead of serving its last good state as ready.
     #[arg(long = "ready-requires-healthy")]
     pub ready_requires_healthy: bool,
+    /// The system's CA bundle on the proxies' machines (an absolute path). Upstream TLS of a
+    /// DestinationRule (`SIMPLE`, `MUTUAL`) without `caCertificates` verifies servers against
+    /// it. Envoy reads the file: it must exist where the proxy runs.
+    #[arg(
+        long = "system-ca-file",
+        value_name = "PATH",
+        default_value = crate::xds::DEFAULT_SYSTEM_CA_FILE,
+        value_parser = parse_absolute
+    )]
+    pub system_ca_file: String,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub consul: ConsulArgs,
@@ -348,6 +358,15 @@ fn parse_datacenters(s: &str) -> Result<wayfinder_consul::Datacenters, String> {
     s.parse()
 }
 
+/// An absolute path: a proxy resolves a relative one against its own working directory.
+fn parse_absolute(s: &str) -> Result<String, String> {
+    if s.starts_with('/') {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not an absolute path"))
+    }
+}
+
 /// Parses `HOST:PORT` with an IP host, or `:PORT` for every interface.
 pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     let full = if s.starts_with(':') {
@@ -416,11 +435,15 @@ mod tests {
         assert_eq!(d.grpc_addr.port(), 0);
         assert_eq!(d.log.level, "debug");
         assert!(d.debounce_leading, "the leading edge is the default");
+        assert_eq!(d.system_ca_file, "/etc/ssl/certs/ca-certificates.crt");
         let limits = d.limits();
         assert_eq!(limits, crate::xds::ads::Limits::default());
         let err = Cli::try_parse_from(["wayfinder", "discovery", "--registries", "Zookeeper"])
             .unwrap_err();
         assert!(err.to_string().contains("unknown registry"), "{err}");
+        let err = Cli::try_parse_from(["wayfinder", "discovery", "--system-ca-file", "ca.pem"])
+            .unwrap_err();
+        assert!(err.to_string().contains("not an absolute path"), "{err}");
     }
 
     #[test]

@@ -87,6 +87,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         http_addr: args.http_addr,
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
+        system_ca_file: args.system_ca_file,
         limits,
         http_header_read_timeout: args.client_limits.http_header_read_timeout,
     })

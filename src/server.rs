@@ -44,6 +44,8 @@ pub struct Config {
     pub monitoring_addr: SocketAddr,
     /// Whether `/ready` also requires every registry to be healthy (not degraded).
     pub ready_requires_healthy: bool,
+    /// The system's CA bundle on the proxies' machines (`--system-ca-file`).
+    pub system_ca_file: String,
     /// The ADS port's limits: push throttle, new-stream rate, connection ages, request sizes
     /// and budget, streams and connections.
     pub limits: Limits,
@@ -115,6 +117,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         aggregate.clone(),
         metrics.clone(),
         &config.domain,
+        &config.system_ca_file,
         &config.limits,
         shutdown.clone(),
     );

@@ -16,7 +16,7 @@ pub mod proxy;
 pub mod resource;
 mod types;
 
-pub use generate::{Resources, XdsSnapshot};
+pub use generate::{DEFAULT_SYSTEM_CA_FILE, Resources, XdsSnapshot};
 pub use proxy::{Proxy, ProxyKind};
 pub use resource::{Resource, ResourceSet, Version};
 pub use types::TypeUrl;

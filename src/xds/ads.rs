@@ -220,13 +220,15 @@ impl Peer {
 }
 
 impl AdsServer {
-    /// A server over the aggregate's snapshots. `domain` is the mesh domain (`--domain`).
+    /// A server over the aggregate's snapshots. `domain` is the mesh domain (`--domain`),
+    /// `system_ca` the trust store of upstream TLS without a CA (`--system-ca-file`).
     /// It follows new snapshots until `shutdown`. Of `limits`, the push throttle and the
     /// new-stream rate apply here; connection ages are the accept loop's (`server`).
     pub fn new(
         aggregate: AggregateHandle,
         metrics: Arc<Metrics>,
         domain: &str,
+        system_ca: &str,
         limits: &Limits,
         shutdown: CancellationToken,
     ) -> Self {
@@ -234,7 +236,8 @@ impl AdsServer {
         let model_versions = aggregate.versions();
         let model = aggregate.snapshot();
         let (tx, versions) = watch::channel(model.version);
-        let current = ArcSwap::from_pointee(XdsSnapshot::new(model, domain));
+        let current =
+            ArcSwap::from_pointee(XdsSnapshot::new(model, domain).with_system_ca(system_ca));
         let inner = Arc::new(Inner {
             aggregate: aggregate.clone(),
             metrics,

@@ -11,7 +11,9 @@
 //! the endpoints [`Layer`] of each scope names them for the streams.
 //!
 //! **Invariant:** a cache key holds every input its generator reads. The generators below read
-//! only the model snapshot and the parts of [`Proxy`] named in their key.
+//! only the model snapshot, the parts of [`Proxy`] named in their key, and the server's
+//! settings fixed at start (the mesh domain, the system CA file), which every snapshot of one
+//! server shares.
 
 mod cache;
 mod cluster;
@@ -24,6 +26,7 @@ mod listener;
 mod policy;
 mod proto;
 mod route;
+mod upstream_tls;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -40,11 +43,14 @@ use crate::xds::resource::{Resource, ResourceSet, insert};
 
 pub use self::cache::{Layer, Resources};
 use self::cache::{Memo, carry_if};
+pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 
 /// A model snapshot and the resources generated from it so far.
 pub struct XdsSnapshot {
     model: Arc<Snapshot>,
     domain: Arc<str>,
+    /// The system's trust store on the proxies' machines (`--system-ca-file`).
+    system_ca: Arc<str>,
     published: Instant,
     sidecar_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
     grpc_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
@@ -83,6 +89,7 @@ impl XdsSnapshot {
         Self {
             model,
             domain: domain.into(),
+            system_ca: DEFAULT_SYSTEM_CA_FILE.into(),
             published: Instant::now(),
             sidecar_services: Memo::default(),
             grpc_services: Memo::default(),
@@ -129,6 +136,7 @@ impl XdsSnapshot {
         let same_topology = same_config && same_definitions(before, &model);
         Self {
             domain: domain.into(),
+            system_ca: previous.system_ca.clone(),
             published: Instant::now(),
             sidecar_services: services(&previous.sidecar_services),
             grpc_services: services(&previous.grpc_services),
@@ -144,6 +152,15 @@ impl XdsSnapshot {
             instances: OnceLock::new(),
             model,
         }
+    }
+
+    /// The same snapshot with upstream TLS verifying against `path` when a DestinationRule
+    /// gives no `caCertificates` (`--system-ca-file`; [`DEFAULT_SYSTEM_CA_FILE`] otherwise).
+    /// Snapshots made by [`XdsSnapshot::next`] keep it: it is a server's setting, fixed at
+    /// start, and so in no cache key.
+    pub fn with_system_ca(mut self, path: &str) -> Self {
+        self.system_ca = path.into();
+        self
     }
 
     /// The model snapshot.
@@ -196,9 +213,9 @@ impl XdsSnapshot {
                         svc.service.key(),
                         rule.map(|(meta, _)| config_key(Kind::DestinationRule, meta)),
                     );
-                    let r = self
-                        .sidecar_services
-                        .get(key, || service_resources(svc, rule.map(|(_, dr)| dr)));
+                    let r = self.sidecar_services.get(key, || {
+                        service_resources(svc, rule.map(|(_, dr)| dr), &self.system_ca)
+                    });
                     clusters.extend(by_name(&r.clusters));
                     endpoints.extend(by_name(&r.endpoints));
                 }
@@ -341,7 +358,11 @@ impl XdsSnapshot {
     }
 }
 
-fn service_resources(svc: &MergedService, rule: Option<&DestinationRule>) -> ServiceResources {
+fn service_resources(
+    svc: &MergedService,
+    rule: Option<&DestinationRule>,
+    system_ca: &str,
+) -> ServiceResources {
     let mut out = ServiceResources::default();
     for port in svc
         .service
@@ -349,7 +370,7 @@ fn service_resources(svc: &MergedService, rule: Option<&DestinationRule>) -> Ser
         .iter()
         .filter(|p| cluster::is_proxied(p.protocol))
     {
-        for (c, cla) in cluster::outbound(svc, port, rule) {
+        for (c, cla) in cluster::outbound(svc, port, rule, system_ca) {
             out.clusters.push(Arc::new(c));
             out.endpoints.extend(cla.map(Arc::new));
         }

@@ -326,3 +326,61 @@ fn virtual_service_tcp_and_tls_rules_as_listeners() {
         ),
     );
 }
+
+/// Services outside the mesh for the upstream TLS rules: `(host, port protocol)`, HTTP on 443
+/// resolved by DNS, but the wildcard, which passes through.
+fn external_services() -> Vec<wayfinder_registry::Registration> {
+    use wayfinder_registry::{Endpoint, Protocol, Registration, Resolution, Service};
+    let hosts = [
+        ("plain.example.com", Protocol::Http),
+        ("named.example.com", Protocol::Grpc),
+        ("mutual.example.com", Protocol::Http),
+        ("mutual-system.example.com", Protocol::Http),
+        ("skip.example.com", Protocol::Http),
+        ("*.wild.example.com", Protocol::Http),
+    ];
+    hosts
+        .into_iter()
+        .map(|(host, protocol)| {
+            let mut svc = Service::new(host, "default").with_port("tls", 443, protocol);
+            svc.mesh_external = true;
+            if host.starts_with('*') {
+                svc.resolution = Resolution::Passthrough;
+                return Registration::new(svc, vec![]);
+            }
+            svc.resolution = Resolution::Dns;
+            Registration::new(svc, vec![Endpoint::new(host)])
+        })
+        .collect()
+}
+
+/// DestinationRule client TLS verifies by default (`golden/upstream_tls.yaml`): against the
+/// system's trust store without `caCertificates`, SNI from the host without `sni`, the names
+/// always checked, only `insecureSkipVerify` turning it off; and `--system-ca-file` moves the
+/// trust store.
+#[test]
+fn upstream_tls_verifies_by_default() {
+    let config = load_config(&golden_dir().join("upstream_tls.yaml"));
+    let model = snapshot_with_config(vec![(RegistryId::new("Mock"), external_services())], config)
+        .expect("a valid mesh");
+    assert_eq!(
+        model.config.objects.len(),
+        6,
+        "every rule passed validation"
+    );
+    let model = Arc::new(model);
+    let cluster = |host: &str| format!("outbound|443||{host}");
+    let names: Vec<String> = external_services()
+        .iter()
+        .map(|r| cluster(&r.service.hostname))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let snap = XdsSnapshot::new(model.clone(), "cluster.local");
+    let moved = XdsSnapshot::new(model, "cluster.local").with_system_ca("/etc/pki/tls/cert.pem");
+    let plain = cluster("plain.example.com");
+    let out = serde_json::json!({
+        "clusters": render(&snap, &reviews_sidecar(), TypeUrl::Cluster, &names),
+        "with --system-ca-file": render(&moved, &reviews_sidecar(), TypeUrl::Cluster, &[&plain]),
+    });
+    check("upstream_tls", &out);
+}

@@ -16,6 +16,8 @@
 //!   route moves without loss, cluster changes without warming.
 //! - `limits`: the new-stream rate limit and the maximum connection age, with raw clients
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
+//! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
+//!   with a certificate from a CA made in the test: verified by default.
 //! - `bad_input`: malformed files and failing registries against the binary.
 //! - `hardening`: hostile clients with a raw HTTP/2 client: refused requests with their
 //!   status and log line, RSS within the request budget under many streams and connections,
@@ -45,4 +47,5 @@ mod kubernetes;
 mod limits;
 mod support;
 mod tools;
+mod upstream_tls;
 mod vm_registries;

@@ -12,6 +12,7 @@ use crate::xds::pb::cluster::{
     CircuitBreakers, Cluster, circuit_breakers::Thresholds, cluster::ClusterDiscoveryType,
     cluster::DiscoveryType, cluster::DnsLookupFamily, cluster::EdsClusterConfig, cluster::LbPolicy,
 };
+use crate::xds::pb::core::UpstreamHttpProtocolOptions;
 use crate::xds::pb::endpoint::ClusterLoadAssignment;
 use crate::xds::pb::upstream_http::{HttpProtocolOptions, http_protocol_options};
 use crate::xds::resource::{Resource, ResourceSet, insert};
@@ -69,16 +70,18 @@ pub(super) fn catch_all() -> ResourceSet {
 /// → ORIGINAL_DST (also for a `PASSTHROUGH` load balancer). Without a rule, load balancing is
 /// LEAST_REQUEST (Istio's default since 1.14) and circuit breakers are unlimited (Envoy's
 /// default of 3 retries caused 503s in pod churn); HTTP/2 and gRPC ports talk HTTP/2 upstream.
-/// A subset's endpoints are those whose labels include the subset's labels.
+/// A subset's endpoints are those whose labels include the subset's labels. Client TLS
+/// verifies against `system_ca` when the rule gives no CA (see `upstream_tls`).
 pub(super) fn outbound(
     svc: &MergedService,
     port: &Port,
     rule: Option<&DestinationRule>,
+    system_ca: &str,
 ) -> Vec<(Resource, Option<Resource>)> {
     let subsets = rule.map(|r| r.subsets.as_slice()).unwrap_or_default();
     std::iter::once(None)
         .chain(subsets.iter().map(Some))
-        .map(|subset| one(svc, port, rule, subset))
+        .map(|subset| one(svc, port, rule, subset, system_ca))
         .collect()
 }
 
@@ -87,6 +90,7 @@ fn one(
     port: &Port,
     rule: Option<&DestinationRule>,
     subset: Option<&Subset>,
+    system_ca: &str,
 ) -> (Resource, Option<Resource>) {
     let subset_name = subset.map_or("", |s| s.name.as_str());
     let name = names::outbound_cluster(port.number, subset_name, &svc.service.hostname);
@@ -103,7 +107,7 @@ fn one(
         http2: port.protocol.is_http2(),
         ..HttpOptions::default()
     };
-    policy.apply(&mut cluster, &mut http);
+    policy.apply(&mut cluster, &mut http, &svc.service.hostname, system_ca);
     if let Some(options) = http_options(http) {
         cluster
             .typed_extension_protocol_options
@@ -152,10 +156,11 @@ fn one(
 }
 
 /// The upstream HTTP options entry, when there is anything to say: HTTP/2 for HTTP/2 and gRPC
-/// ports, and the connection pool's common HTTP settings.
+/// ports, the connection pool's common HTTP settings, and SNI and its check from each
+/// request's `Host` (TLS to a wildcard destination).
 fn http_options(http: HttpOptions) -> Option<HttpProtocolOptions> {
     use http_protocol_options::explicit_http_config::ProtocolConfig;
-    if !http.http2 && http.common.is_none() {
+    if !http.http2 && http.common.is_none() && !http.auto_sni {
         return None;
     }
     let protocol = if http.http2 {
@@ -166,8 +171,14 @@ fn http_options(http: HttpOptions) -> Option<HttpProtocolOptions> {
     } else {
         ProtocolConfig::HttpProtocolOptions(Default::default())
     };
+    let auto = http.auto_sni.then(|| UpstreamHttpProtocolOptions {
+        auto_sni: true,
+        auto_san_validation: http.auto_san_validation,
+        ..Default::default()
+    });
     Some(HttpProtocolOptions {
         common_http_protocol_options: http.common,
+        upstream_http_protocol_options: auto,
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
                 http_protocol_options::ExplicitHttpConfig {

@@ -6,20 +6,16 @@
 //! groups (`loadBalancer`, `connectionPool`, `outlierDetection`, `tls`) of the one before.
 
 use wayfinder_registry::config::{
-    ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, ConsistentHash, DestinationRule,
+    ClientTlsSettings, ConnectionPoolSettings, ConsistentHash, DestinationRule,
     LoadBalancerSettings, OutlierDetection, SimpleLb, Subset, TrafficPolicy,
 };
 
-use super::proto::{any, u32_value};
+use super::proto::u32_value;
+use super::upstream_tls::{self, Upstream};
 use crate::xds::pb::cluster::{self, Cluster, cluster::LbPolicy};
-use crate::xds::pb::core::{self, DataSource, TransportSocket, data_source, transport_socket};
-use crate::xds::pb::matcher::{StringMatcher, string_matcher};
+use crate::xds::pb::core;
 use crate::xds::pb::protobuf::Duration as PbDuration;
 use crate::xds::pb::route::{RouteAction, route_action::HashPolicy, route_action::hash_policy};
-use crate::xds::pb::tls::{
-    CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, TlsCertificate,
-    UpstreamTlsContext, common_tls_context, subject_alt_name_matcher,
-};
 use crate::xds::pb::types;
 
 /// The field groups in force for one cluster.
@@ -71,9 +67,16 @@ impl<'a> Policy<'a> {
         self.lb.and_then(|lb| lb.simple) == Some(SimpleLb::Passthrough)
     }
 
-    /// Applies load balancing, connection pool, outlier detection and TLS to `cluster`.
-    /// `http` collects the upstream HTTP options (one map entry with the HTTP/2 choice).
-    pub(super) fn apply(&self, cluster: &mut Cluster, http: &mut HttpOptions) {
+    /// Applies load balancing, connection pool, outlier detection and TLS to `cluster`, whose
+    /// destination is `host`. `http` collects the upstream HTTP options (one map entry with
+    /// the HTTP/2 choice); `system_ca` is the trust store TLS falls back to.
+    pub(super) fn apply(
+        &self,
+        cluster: &mut Cluster,
+        http: &mut HttpOptions,
+        host: &str,
+        system_ca: &str,
+    ) {
         if let Some(lb) = self.lb {
             apply_lb(cluster, lb);
         }
@@ -84,7 +87,15 @@ impl<'a> Policy<'a> {
             apply_outlier(cluster, outlier);
         }
         if let Some(tls) = self.tls {
-            cluster.transport_socket = tls_socket(tls);
+            let to = Upstream {
+                host,
+                http2: http.http2,
+                system_ca,
+            };
+            let origination = upstream_tls::originate(tls, to);
+            cluster.transport_socket = origination.socket;
+            http.auto_sni = origination.auto_sni;
+            http.auto_san_validation = origination.auto_san_validation;
         }
     }
 
@@ -103,6 +114,10 @@ pub(super) struct HttpOptions {
     pub(super) http2: bool,
     pub(super) common: Option<core::HttpProtocolOptions>,
     pub(super) max_concurrent_streams: Option<u32>,
+    /// SNI from each request's `Host` (a wildcard destination under TLS).
+    pub(super) auto_sni: bool,
+    /// The server certificate must name each request's `Host`.
+    pub(super) auto_san_validation: bool,
 }
 
 fn apply_lb(cluster: &mut Cluster, lb: &LoadBalancerSettings) {
@@ -230,64 +245,6 @@ fn apply_outlier(cluster: &mut Cluster, o: &OutlierDetection) {
             value: f64::from(min),
         });
     }
-}
-
-/// An upstream TLS transport socket from certificate files, or none for `DISABLE`.
-fn tls_socket(tls: &ClientTlsSettings) -> Option<TransportSocket> {
-    let mode = tls.mode.unwrap_or(ClientTlsMode::Disable);
-    if !matches!(mode, ClientTlsMode::Simple | ClientTlsMode::Mutual) {
-        // DISABLE, and ISTIO_MUTUAL, which validation refuses before it gets here.
-        return None;
-    }
-    let file = |path: &str| {
-        Some(DataSource {
-            specifier: Some(data_source::Specifier::Filename(path.to_string())),
-            ..Default::default()
-        })
-    };
-    let mut common = CommonTlsContext::default();
-    if mode == ClientTlsMode::Mutual {
-        common.tls_certificates = vec![TlsCertificate {
-            certificate_chain: file(&tls.client_certificate),
-            private_key: file(&tls.private_key),
-            ..Default::default()
-        }];
-    }
-    if !tls.insecure_skip_verify.unwrap_or(false) && !tls.ca_certificates.is_empty() {
-        let sans = tls
-            .subject_alt_names
-            .iter()
-            .map(|san| SubjectAltNameMatcher {
-                san_type: subject_alt_name_matcher::SanType::Dns as i32,
-                matcher: Some(StringMatcher {
-                    match_pattern: Some(string_matcher::MatchPattern::Exact(san.clone())),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .collect();
-        let validation = CertificateValidationContext {
-            trusted_ca: file(&tls.ca_certificates),
-            match_typed_subject_alt_names: sans,
-            crl: if tls.ca_crl.is_empty() {
-                None
-            } else {
-                file(&tls.ca_crl)
-            },
-            ..Default::default()
-        };
-        common.validation_context_type =
-            Some(common_tls_context::ValidationContextType::ValidationContext(validation));
-    }
-    let context = UpstreamTlsContext {
-        common_tls_context: Some(common),
-        sni: tls.sni.clone(),
-        ..Default::default()
-    };
-    Some(TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&context))),
-    })
 }
 
 fn hash_policy(hash: &ConsistentHash) -> Option<HashPolicy> {

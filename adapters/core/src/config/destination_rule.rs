@@ -314,19 +314,21 @@ pub struct ClientTlsSettings {
     /// Client key file (MUTUAL).
     #[serde(default)]
     pub private_key: String,
-    /// CA bundle file to verify the server.
+    /// CA bundle file to verify the server; without it, the system's trust store
+    /// (`--system-ca-file`).
     #[serde(default)]
     pub ca_certificates: String,
     /// Secret name holding the certificates (not supported yet).
     #[serde(default)]
     pub credential_name: String,
-    /// Names the server certificate must carry.
+    /// Names the server certificate must carry (one of them); without them, the SNI name.
     #[serde(default)]
     pub subject_alt_names: Vec<String>,
-    /// SNI to send.
+    /// SNI to send; without it, the destination host.
     #[serde(default)]
     pub sni: String,
-    /// Skip verifying the server.
+    /// `true` skips verifying the server's chain and name: the only way to turn
+    /// verification off.
     #[serde(default)]
     pub insecure_skip_verify: Option<bool>,
     /// Certificate revocation list file.
