@@ -7,7 +7,7 @@
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
 //! | `/debug/configz` | configuration sources (status, last error) and every object in force |
-//! | `/debug/syncz` | per connected proxy: id, kind, connected since, per type sent/acked version, nonce, last NACK |
+//! | `/debug/syncz` | per connected proxy: id, kind, peer address, connected since, per type sent/acked version, nonce, last NACK |
 //! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON |
 //! | `/metrics` (monitoring) | Prometheus text |
 //! | `/version` (monitoring) | build version |
@@ -262,6 +262,7 @@ async fn syncz(State(d): State<Debug>) -> Json<Value> {
                 "namespace": c.proxy.namespace,
                 "user_agent": c.proxy.user_agent,
                 "connection_id": c.id,
+                "peer": c.peer,
                 "connected_since": c.connected_since,
                 "types": types,
             })

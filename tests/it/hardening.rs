@@ -219,6 +219,10 @@ async fn many_streams_and_connections_from_one_peer_stay_within_the_request_budg
         whole += usize::from(all);
     }
     let (during, peak) = w.memory_kib();
+    // For BENCHMARKS.md: `cargo test --test it hardening::many -- --nocapture`.
+    eprintln!(
+        "RSS before {before} KiB, after {during} KiB, peak {peak} KiB; {whole} streams read whole but one byte"
+    );
     assert!(whole >= 1, "some streams were read into the budget");
     assert!(whole <= 16, "{whole} streams held 4 MiB each");
     let grown_mib = peak.saturating_sub(before) / 1024;
@@ -348,4 +352,48 @@ fn endpoints(r: &wayfinder::xds::pb::discovery::DiscoveryResponse) -> usize {
         .flat_map(|c| &c.endpoints)
         .map(|l| l.lb_endpoints.len())
         .sum()
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_answering_pings_is_dropped() {
+    let w = Wayfinder::start(&["--keepalive-interval", "1s", "--keepalive-timeout", "1s"]).await;
+    w.ready().await;
+    let tcp = tokio::net::TcpStream::connect(w.grpc)
+        .await
+        .expect("connect");
+    let peer = tcp.local_addr().expect("a local address").to_string();
+    let (send, mut connection) = h2::client::handshake(tcp).await.expect("a handshake");
+    // Drive the connection (which answers pings) until the stream is served...
+    let served = async {
+        let mut send = send.ready().await.expect("ready");
+        let request = http::Request::post(crate::support::raw::SOTW)
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .expect("a request");
+        let (response, mut body) = send.send_request(request, false).expect("a stream");
+        let mut ask = request_for(TypeUrl::Cluster);
+        ask.node = Some(sidecar("10.0.0.7", "default"));
+        body.send_data(framed(&ask), false).expect("sent");
+        let response = response.await.expect("response headers");
+        (response, body)
+    };
+    let (_response, _body) = tokio::select! {
+        served = served => served,
+        _ = &mut connection => panic!("the connection ended before the stream was served"),
+    };
+    w.wait_log("the stream opened", |l| {
+        l["message"] == "xDS stream opened" && l["peer"] == peer
+    })
+    .await;
+    // ...then stop polling it: pings go unanswered, and the server drops the connection.
+    w.wait_log("the stream closed with the dead connection", |l| {
+        l["message"] == "xDS stream closed" && l["peer"] == peer
+    })
+    .await;
+    drop(connection);
+}
+
+fn request_for(t: TypeUrl) -> DiscoveryRequest {
+    request(t, &[], "", "")
 }
