@@ -330,8 +330,10 @@ impl AdsServer {
         let mut out = Outbox::new(tx);
         let mut peer = Peer { addr, node: None };
         if let Err(err) = self.run::<P>(requests, &mut out, &end, &mut peer).await {
-            if err.is_quiet() {
-                tracing::debug!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), reason = %err, "xDS stream ended");
+            if let StreamError::Ended(why) = err {
+                tracing::debug!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), why, "ending an xDS stream");
+            } else if err.is_quiet() {
+                tracing::debug!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), reason = %err, "xDS stream ended by the client");
             } else {
                 self.inner
                     .metrics
