@@ -38,7 +38,7 @@
 //! works again and nothing changed, and the outstanding errors again after a change while a
 //! file stays broken. The stream ends promptly when the shutdown token is cancelled.
 
-mod decode;
+pub(crate) mod decode;
 pub(crate) mod state;
 
 use std::path::PathBuf;

@@ -76,9 +76,12 @@ pub mod feed;
 pub mod watch;
 
 mod convert;
+mod fields;
 mod health;
 mod istio;
+mod keep;
 mod runner;
+mod security;
 mod services;
 mod view;
 
