@@ -119,7 +119,11 @@ impl Config {
     /// registry. Nothing is watched until [`Registry::watch`].
     pub fn build(self, id: RegistryId) -> Result<FileRegistry, BuildError> {
         let targets = targets(self.paths)?;
-        Ok(FileRegistry { id, targets })
+        Ok(FileRegistry {
+            id,
+            targets,
+            beside_config: false,
+        })
     }
 }
 
@@ -128,6 +132,18 @@ impl Config {
 pub struct FileRegistry {
     id: RegistryId,
     targets: Vec<Target>,
+    beside_config: bool,
+}
+
+impl FileRegistry {
+    /// Declares that a [`ConfigDir`] reads the same paths (as for `--config-dir`): a document
+    /// that does not parse is then reported by the config source alone, unless it is a
+    /// `ServiceEntry` or `WorkloadEntry`, so that one broken document is one error and one
+    /// rejection, not two. Its objects are kept all the same.
+    pub fn beside_config_source(mut self) -> Self {
+        self.beside_config = true;
+        self
+    }
 }
 
 impl Registry for FileRegistry {
@@ -136,7 +152,8 @@ impl Registry for FileRegistry {
     }
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
-        Runner::new(self.targets, shutdown, Services::default()).into_stream()
+        let services = Services::new(self.beside_config);
+        Runner::new(self.targets, shutdown, services).into_stream()
     }
 }
 

@@ -10,7 +10,7 @@ use wayfinder_registry::config::validate::Problem;
 use wayfinder_registry::{Event, RegistryError};
 
 use crate::convert::{self, Entry, ObjectError, Workload};
-use crate::documents::{self, Origin, Parsed};
+use crate::documents::{self, Decode, Origin, Parsed, TypeMeta};
 use crate::fields;
 use crate::istio::{self, IstioObject};
 use crate::keep::{self, ObjectId, Read};
@@ -20,9 +20,21 @@ use crate::view::{self, FileContents, View};
 /// The last good contents of every file, and the services the consumer has been told of.
 #[derive(Default)]
 pub(crate) struct Services {
+    /// Whether a config source reads the same files and reports the documents of unknown
+    /// kind that do not parse (see [`crate::FileRegistry::beside_config_source`]).
+    beside_config: bool,
     /// In precedence order.
     files: BTreeMap<FileKey, FileContents>,
     view: View,
+}
+
+impl Services {
+    pub(crate) fn new(beside_config: bool) -> Self {
+        Self {
+            beside_config,
+            ..Self::default()
+        }
+    }
 }
 
 impl Model for Services {
@@ -35,7 +47,11 @@ impl Model for Services {
             self.files.remove(file);
             return Vec::new();
         };
-        let (read, errors) = load(&file.1, bytes);
+        let (read, mut errors) = load(&file.1, bytes);
+        if self.beside_config {
+            errors.retain(|(meta, _)| meta.as_ref().is_some_and(<IstioObject as Decode>::accepts));
+        }
+        let errors = errors.into_iter().map(|(_, err)| err).collect();
         let previous = self.files.remove(file).unwrap_or_default();
         let kept = keep::keep(previous.into_objects(), read);
         self.files
@@ -60,9 +76,12 @@ impl Model for Services {
     }
 }
 
+/// The errors of a file's documents, each with the type of the document when it was read.
+type Errors = Vec<(Option<TypeMeta>, RegistryError)>;
+
 /// Parses, maps and validates every document of a file: what each gave, and the errors of
 /// those refused. Warnings (fields Istio defines that wayfinder ignores) are logged.
-pub(crate) fn load(path: &Path, bytes: &[u8]) -> (Vec<Read<Mapped>>, Vec<RegistryError>) {
+pub(crate) fn load(path: &Path, bytes: &[u8]) -> (Vec<Read<Mapped>>, Errors) {
     let mut read = Vec::new();
     let mut errors = Vec::new();
     for document in documents::parse::<IstioObject>(path, bytes) {
@@ -71,7 +90,8 @@ pub(crate) fn load(path: &Path, bytes: &[u8]) -> (Vec<Read<Mapped>>, Vec<Registr
             Err(err) => {
                 let id = err.head.as_ref().and_then(ObjectId::of);
                 read.push(Read::Refused(id));
-                errors.push(malformed(err));
+                let meta = err.head.as_ref().map(|h| h.meta.clone());
+                errors.push((meta, malformed(err)));
                 continue;
             }
         };
@@ -88,7 +108,7 @@ pub(crate) fn load(path: &Path, bytes: &[u8]) -> (Vec<Read<Mapped>>, Vec<Registr
             }
             Err(err) => {
                 read.push(Read::Refused(Some(id_of(object))));
-                errors.push(err.into());
+                errors.push((Some(parsed.meta.clone()), err.into()));
             }
         }
     }
@@ -100,7 +120,7 @@ pub(crate) fn load(path: &Path, bytes: &[u8]) -> (Vec<Read<Mapped>>, Vec<Registr
 #[cfg(test)]
 pub(crate) fn load_whole(path: &Path, bytes: &[u8]) -> Result<FileContents, RegistryError> {
     let (read, errors) = load(path, bytes);
-    if let Some(err) = errors.into_iter().next() {
+    if let Some((_, err)) = errors.into_iter().next() {
         return Err(err);
     }
     let objects = read.into_iter().filter_map(|r| match r {

@@ -90,12 +90,14 @@ impl ConfigState {
         }
     }
 
-    /// Everything refused now: each file's refusals, then the duplicates.
+    /// Everything refused now, by file and document.
     fn refusals(&self, duplicates: &[Duplicate]) -> Vec<Refusal> {
         let files = self.refused.values().flatten().cloned();
-        files
+        let mut all: Vec<Refusal> = files
             .chain(duplicates.iter().map(Duplicate::refusal))
-            .collect()
+            .collect();
+        all.sort_by(|a, b| (&a.file, a.document, a.line).cmp(&(&b.file, b.document, b.line)));
+        all
     }
 }
 
