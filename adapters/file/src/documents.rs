@@ -108,8 +108,9 @@ pub struct DocumentError {
     /// What the parser said (it names unknown fields and wrong types).
     pub message: String,
     /// The document's type, name and namespace, when they could be read (not after a syntax
-    /// error, which stops the parser before anything is read).
-    pub head: Option<Head>,
+    /// error, which stops the parser before anything is read). Boxed: errors travel in
+    /// `Result`s, which should stay small.
+    pub head: Option<Box<Head>>,
 }
 
 /// What a document says it is, read leniently before the object itself: its type and, when
@@ -252,7 +253,7 @@ impl Document<'_> {
         out.push(match decoded {
             Ok(decoded) => Ok(Parsed::new(origin, head, decoded)),
             Err(err) => Err(DocumentError {
-                head: Some(head),
+                head: Some(Box::new(head)),
                 ..err
             }),
         });
@@ -264,7 +265,7 @@ impl Document<'_> {
             Ok(heads) => heads.items.unwrap_or_default(),
             Err(err) => {
                 return out.push(Err(DocumentError {
-                    head: Some(list),
+                    head: Some(Box::new(list)),
                     ..err
                 }));
             }
@@ -288,7 +289,7 @@ impl Document<'_> {
                 }
             }
             Err(err) => out.push(Err(DocumentError {
-                head: Some(list),
+                head: Some(Box::new(list)),
                 ..err
             })),
         }
@@ -317,7 +318,7 @@ impl Document<'_> {
         DocumentError {
             origin,
             message,
-            head,
+            head: head.map(Box::new),
         }
     }
 

@@ -88,7 +88,7 @@ pub(crate) fn load(path: &Path, bytes: &[u8]) -> (Vec<Read<Mapped>>, Errors) {
         let parsed = match document {
             Ok(parsed) => parsed,
             Err(err) => {
-                let id = err.head.as_ref().and_then(ObjectId::of);
+                let id = err.head.as_deref().and_then(ObjectId::of);
                 read.push(Read::Refused(id));
                 let meta = err.head.as_ref().map(|h| h.meta.clone());
                 errors.push((meta, malformed(err)));

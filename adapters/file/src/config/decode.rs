@@ -140,7 +140,7 @@ pub(crate) fn read(path: &std::path::Path, bytes: &[u8], validator: Validator) -
     let items = documents.into_iter().map(|document| match document {
         Err(err) => Item::Refused(Rejected {
             origin: err.origin.clone(),
-            head: err.head.clone(),
+            head: err.head.as_deref().cloned(),
             error: malformed(err),
         }),
         Ok(item) => match item.object {
