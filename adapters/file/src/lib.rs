@@ -48,12 +48,22 @@
 //!
 //! # Errors and the last good state
 //!
-//! A file is taken whole or not at all: when any document fails to parse
-//! ([`RegistryError::Malformed`]) or to validate ([`RegistryError::Invalid`]), the file's
-//! previous contents stay in force and the error is an item of the stream, with an origin of
-//! the form `path: document N (line L)`. Other files are not affected. A watched directory
-//! that disappears is reported as [`RegistryError::Unavailable`]; its files keep their last
-//! good contents until it is back.
+//! The last good state is kept per object, as the config source keeps it: each document of a
+//! file is judged on its own. A document that fails to parse ([`RegistryError::Malformed`]: a
+//! syntax error, bytes that are not UTF-8, a wrong type) or whose object fails to validate
+//! ([`RegistryError::Invalid`]) is an item of the stream with an origin of the form
+//! `path: document N (line L)`; the object it holds keeps the last good version it had in that
+//! file, if any, and the file's other documents take effect. A document that does not even say
+//! which object it holds (a syntax error before its name) could be any of the file's objects,
+//! so while it is there none of the file's previous objects is removed. Other files are not
+//! affected. A `kind: List` document is one unit: an error in an item refuses the list.
+//!
+//! Spec fields that Istio's CRDs define and this registry does not read are accepted with a
+//! warning naming the object and the field; a field no CRD defines (a typo) refuses its object.
+//! A watched directory that disappears is reported as [`RegistryError::Unavailable`]; its files
+//! keep their last good contents until it is back. With [`FileRegistry::beside_config_source`]
+//! (`--config-dir`), a document of unknown kind that does not parse is left to the config
+//! source to report.
 //!
 //! A consumer reads the registry's health from its last item. So when everything works again
 //! and no service changed, the stream sends [`Event::Recovered`]; and while some file stays
