@@ -158,3 +158,67 @@ fn check(object: &ConfigObject) -> Result<(), RegistryError> {
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use wayfinder_registry::config::{ConfigMeta, ConfigSpec, DestinationRule};
+
+    use super::*;
+
+    fn rule(name: &str, host: &str) -> Arc<ConfigObject> {
+        Arc::new(ConfigObject {
+            meta: ConfigMeta {
+                name: name.into(),
+                namespace: "default".into(),
+                origin: format!("rules.yaml: {name}").into(),
+                ..ConfigMeta::default()
+            },
+            spec: ConfigSpec::DestinationRule(DestinationRule {
+                host: host.into(),
+                ..DestinationRule::default()
+            }),
+        })
+    }
+
+    fn listed(list: &[Refusal]) -> Vec<&str> {
+        list.iter()
+            .map(|r| r.name.as_deref().unwrap_or("?"))
+            .collect()
+    }
+
+    fn refusal(name: &str) -> Refusal {
+        Refusal {
+            file: "rules.yaml".into(),
+            document: Some(2),
+            line: Some(9),
+            kind: Some("VirtualService".into()),
+            namespace: Some("default".into()),
+            name: Some(name.into()),
+            error: "invalid: weight".into(),
+        }
+    }
+
+    #[test]
+    fn the_refused_list_is_the_sources_and_what_the_store_refused_until_fixed() {
+        let mut store = ConfigStore::new(RegistryId::new("config-dir"));
+        store.apply(ConfigEvent::Reset(vec![rule("good", "reviews")]));
+        assert!(store.refused().is_empty());
+
+        store.apply(ConfigEvent::Refused(vec![refusal("reviews")]));
+        assert_eq!(listed(&store.refused()), ["reviews"]);
+
+        // The source sent an object that fails validation here: listed until replaced.
+        let (_, refused) = store.apply(ConfigEvent::Upsert(rule("bad", "")));
+        assert_eq!(refused.len(), 1);
+        assert_eq!(listed(&store.refused()), ["reviews", "bad"]);
+        store.apply(ConfigEvent::Upsert(rule("bad", "ratings")));
+        assert_eq!(listed(&store.refused()), ["reviews"]);
+
+        // A later list replaces the source's; a Reset empties it.
+        store.apply(ConfigEvent::Refused(Vec::new()));
+        assert!(store.refused().is_empty());
+        store.apply(ConfigEvent::Refused(vec![refusal("reviews")]));
+        store.apply(ConfigEvent::Reset(Vec::new()));
+        assert!(store.refused().is_empty());
+    }
+}

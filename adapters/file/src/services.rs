@@ -209,3 +209,37 @@ fn skip(item: &Parsed<IstioObject>) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    const SE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: api}\nspec:\n  hosts: [api.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: DNS\n";
+
+    #[test]
+    fn beside_a_config_source_documents_of_unknown_kind_are_left_to_it() {
+        let file: FileKey = (0, PathBuf::from("/cfg/mixed.yaml"));
+        let text = format!(
+            "kind: [unclosed\n---\n{SE}---\n{}",
+            SE.replace("name: api", "name: bad")
+                .replace("number: 80", "number: eighty")
+        );
+        let mut alone = Services::new(false);
+        let errors = alone.apply(&file, Some(text.as_bytes()));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        let mut beside = Services::new(true);
+        let errors = beside.apply(&file, Some(text.as_bytes()));
+        // The ServiceEntry that does not parse is still this registry's to report.
+        let [RegistryError::Malformed { origin, .. }] = &errors[..] else {
+            panic!("{errors:?}")
+        };
+        assert!(origin.contains("document 3"), "{origin}");
+        let (events, _) = beside.commit(true);
+        let [Event::Reset(registrations)] = &events[..] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(registrations.len(), 1, "the good entry is served");
+    }
+}
