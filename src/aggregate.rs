@@ -36,7 +36,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use wayfinder_registry::config::{ConfigEvent, ConfigSource};
+use wayfinder_registry::config::{ConfigEvent, ConfigSource, Refusal};
 use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
 
 pub use build::{snapshot_from, snapshot_with_config};
@@ -136,10 +136,14 @@ pub struct ConfigSourceStatus {
     pub events: u64,
     /// The most recent error (a rejected object, a malformed file), kept for reference.
     pub last_error: Option<ErrorRecord>,
+    /// Every document and object it refuses now, each with its own error; an entry leaves
+    /// when it is fixed or deleted. `/debug/configz` shows them in a list of their own.
+    #[serde(skip)]
+    pub refused: Arc<[Refusal]>,
 }
 
 impl ConfigSourceStatus {
-    fn new(state: &SourceState, objects: usize) -> Self {
+    fn new(state: &SourceState, objects: usize, refused: Arc<[Refusal]>) -> Self {
         Self {
             source: state.id.clone(),
             synced: state.synced,
@@ -147,6 +151,7 @@ impl ConfigSourceStatus {
             objects,
             events: state.events,
             last_error: state.last_error.clone(),
+            refused,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! | `/debug` | this list |
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
-//! | `/debug/configz` | configuration sources (status, last error) and every object in force |
+//! | `/debug/configz[?kind=&namespace=&name=&start=&limit=&spec=]` | configuration sources (status, last error), every document and object refused now with its error, and the objects in force a page at a time (see `debug/configz.rs`) |
 //! | `/debug/syncz` | per connected proxy: id, kind, peer address, connected since, per type sent/acked version, nonce, last NACK |
 //! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON |
 //! | `/metrics` (monitoring) | Prometheus text |
@@ -22,6 +22,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
+
+mod configz;
 
 use crate::aggregate::{AggregateHandle, Health};
 use crate::metrics::Metrics;
@@ -49,7 +51,7 @@ const PAGES: [(&str, &str); 8] = [
     ),
     (
         "/debug/configz",
-        "configuration sources and the objects in force",
+        "configuration sources, what they refuse, the objects in force (?kind=&namespace=&name=&start=&limit=&spec=)",
     ),
     (
         "/debug/syncz",
@@ -72,7 +74,7 @@ pub fn router(aggregate: AggregateHandle, ads: AdsServer, ready_requires_healthy
         .route("/debug", get(list))
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
-        .route("/debug/configz", get(configz))
+        .route("/debug/configz", get(configz::configz))
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/push_status", get(push_status))
@@ -192,29 +194,6 @@ async fn endpointz(
         })
         .collect();
     Json(Value::Array(services))
-}
-
-async fn configz(State(d): State<Debug>) -> Json<Value> {
-    let snapshot = d.aggregate.snapshot();
-    let objects: Vec<Value> = snapshot
-        .config
-        .objects
-        .values()
-        .map(|o| {
-            json!({
-                "kind": o.kind(),
-                "namespace": o.meta.namespace,
-                "name": o.meta.name,
-                "origin": o.meta.origin,
-                "spec": o.spec,
-            })
-        })
-        .collect();
-    Json(json!({
-        "snapshot_version": snapshot.version,
-        "sources": *d.aggregate.config_sources(),
-        "objects": objects,
-    }))
 }
 
 async fn push_status(State(d): State<Debug>) -> Json<Value> {

@@ -119,8 +119,8 @@ pub struct Metrics {
     pub inbound_updates: Family<TypeLabel, IstioCounter>,
     /// `pilot_services`: services in the published snapshot.
     pub services: Gauge,
-    /// `pilot_total_rejected_configs`: configuration objects (and registrations) refused as
-    /// invalid.
+    /// `pilot_total_rejected_configs`: refusals sources reported: objects and registrations
+    /// that fail validation, documents (and registry answers) that do not parse.
     pub rejected_configs: IstioCounter,
     /// `wayfinder_config_objects`: configuration objects in the published snapshot.
     pub config_objects: Gauge,
@@ -223,7 +223,7 @@ impl Metrics {
         );
         r.register(
             "pilot_total_rejected_configs",
-            "Configuration objects and registrations refused as invalid",
+            "Refusals reported by sources: invalid objects and registrations, documents that do not parse",
             m.rejected_configs.clone(),
         );
         r.register(

@@ -226,7 +226,8 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         };
         let registry = entries
             .build(RegistryId::new(CONFIG_REGISTRY))
-            .map_err(BuildError::ConfigDir)?;
+            .map_err(BuildError::ConfigDir)?
+            .beside_config_source();
         registries.push(Box::new(registry));
     }
     Ok(Built {

@@ -1,9 +1,9 @@
-//! Each configuration source's current objects.
+//! Each configuration source's current objects, and what it refuses now.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, validate};
+use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, Refusal, validate};
 use wayfinder_registry::{RegistryError, RegistryId};
 
 use super::source::SourceState;
@@ -14,6 +14,10 @@ use super::source::SourceState;
 pub(crate) struct ConfigStore {
     pub(crate) state: SourceState,
     pub(crate) objects: BTreeMap<ConfigKey, Arc<ConfigObject>>,
+    /// What the source says it refuses now ([`ConfigEvent::Refused`]).
+    source_refused: Arc<[Refusal]>,
+    /// Objects the source sent that fail validation here, by key, until replaced or removed.
+    own_refused: BTreeMap<ConfigKey, Refusal>,
 }
 
 impl ConfigStore {
@@ -21,6 +25,30 @@ impl ConfigStore {
         Self {
             state: SourceState::new(id),
             objects: BTreeMap::new(),
+            source_refused: Arc::from([]),
+            own_refused: BTreeMap::new(),
+        }
+    }
+
+    /// Everything refused now: what the source refuses, then what the aggregate refused of
+    /// what it sent.
+    pub(crate) fn refused(&self) -> Arc<[Refusal]> {
+        if self.own_refused.is_empty() {
+            return self.source_refused.clone();
+        }
+        let own = self.own_refused.values();
+        self.source_refused.iter().chain(own).cloned().collect()
+    }
+
+    /// Records the outcome of checking `object`: its refusal, or none.
+    fn judged(&mut self, key: &ConfigKey, object: &ConfigObject, err: Option<&RegistryError>) {
+        match err {
+            Some(err) => {
+                self.own_refused.insert(key.clone(), refusal(object, err));
+            }
+            None => {
+                self.own_refused.remove(key);
+            }
         }
     }
 
@@ -31,10 +59,14 @@ impl ConfigStore {
         match event {
             ConfigEvent::Reset(objects) => {
                 self.state.synced = true;
+                self.source_refused = Arc::from([]);
+                self.own_refused.clear();
                 let mut next = BTreeMap::new();
                 for object in objects {
                     let key = object.key();
-                    match check(&object) {
+                    let checked = check(&object);
+                    self.judged(&key, &object, checked.as_ref().err());
+                    match checked {
                         Ok(()) => {
                             next.insert(key, object);
                         }
@@ -62,22 +94,47 @@ impl ConfigStore {
             ConfigEvent::Upsert(object) => match check(&object) {
                 Ok(()) => {
                     let key = object.key();
+                    self.judged(&key, &object, None);
                     if self.objects.get(&key) != Some(&object) {
                         changed.push(key.clone());
                         self.objects.insert(key, object);
                     }
                 }
-                Err(err) => refused.push(err),
+                Err(err) => {
+                    self.judged(&object.key(), &object, Some(&err));
+                    refused.push(err);
+                }
             },
             ConfigEvent::Remove(key) => {
+                self.own_refused.remove(&key);
                 if self.objects.remove(&key).is_some() {
                     changed.push(key);
                 }
             }
+            ConfigEvent::Refused(list) => self.source_refused = list.into(),
             ConfigEvent::Recovered => {}
         }
         self.state.settle(&refused);
         (changed, refused)
+    }
+}
+
+/// The refused-list entry of an object the aggregate refused: its origin is all it knows of
+/// where it is.
+fn refusal(object: &ConfigObject, err: &RegistryError) -> Refusal {
+    let error = match err {
+        RegistryError::Malformed { detail, .. }
+        | RegistryError::Invalid { detail, .. }
+        | RegistryError::Unavailable { detail, .. } => detail.clone(),
+    };
+    Refusal {
+        file: object.meta.origin.clone(),
+        document: None,
+        line: None,
+        kind: Some(Arc::from(object.kind().name())),
+        namespace: Some(object.meta.namespace.clone()),
+        name: Some(object.meta.name.clone()),
+        error,
     }
 }
 
@@ -100,4 +157,68 @@ fn check(object: &ConfigObject) -> Result<(), RegistryError> {
             fatal.join("; ")
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use wayfinder_registry::config::{ConfigMeta, ConfigSpec, DestinationRule};
+
+    use super::*;
+
+    fn rule(name: &str, host: &str) -> Arc<ConfigObject> {
+        Arc::new(ConfigObject {
+            meta: ConfigMeta {
+                name: name.into(),
+                namespace: "default".into(),
+                origin: format!("rules.yaml: {name}").into(),
+                ..ConfigMeta::default()
+            },
+            spec: ConfigSpec::DestinationRule(DestinationRule {
+                host: host.into(),
+                ..DestinationRule::default()
+            }),
+        })
+    }
+
+    fn listed(list: &[Refusal]) -> Vec<&str> {
+        list.iter()
+            .map(|r| r.name.as_deref().unwrap_or("?"))
+            .collect()
+    }
+
+    fn refusal(name: &str) -> Refusal {
+        Refusal {
+            file: "rules.yaml".into(),
+            document: Some(2),
+            line: Some(9),
+            kind: Some("VirtualService".into()),
+            namespace: Some("default".into()),
+            name: Some(name.into()),
+            error: "invalid: weight".into(),
+        }
+    }
+
+    #[test]
+    fn the_refused_list_is_the_sources_and_what_the_store_refused_until_fixed() {
+        let mut store = ConfigStore::new(RegistryId::new("config-dir"));
+        store.apply(ConfigEvent::Reset(vec![rule("good", "reviews")]));
+        assert!(store.refused().is_empty());
+
+        store.apply(ConfigEvent::Refused(vec![refusal("reviews")]));
+        assert_eq!(listed(&store.refused()), ["reviews"]);
+
+        // The source sent an object that fails validation here: listed until replaced.
+        let (_, refused) = store.apply(ConfigEvent::Upsert(rule("bad", "")));
+        assert_eq!(refused.len(), 1);
+        assert_eq!(listed(&store.refused()), ["reviews", "bad"]);
+        store.apply(ConfigEvent::Upsert(rule("bad", "ratings")));
+        assert_eq!(listed(&store.refused()), ["reviews"]);
+
+        // A later list replaces the source's; a Reset empties it.
+        store.apply(ConfigEvent::Refused(Vec::new()));
+        assert!(store.refused().is_empty());
+        store.apply(ConfigEvent::Refused(vec![refusal("reviews")]));
+        store.apply(ConfigEvent::Reset(Vec::new()));
+        assert!(store.refused().is_empty());
+    }
 }

@@ -119,7 +119,14 @@ impl Handler for MetricsHandler {
     }
 
     fn on_error(&mut self, registry: &RegistryId, error: &RegistryError) {
-        if matches!(error, RegistryError::Invalid { .. }) {
+        // Every refusal a source reports: objects that fail validation and documents that
+        // do not parse. Sources report an outstanding refusal again after a later change
+        // (their health rule), which counts again, as Istio counts a rejected config at every
+        // push context it builds.
+        if matches!(
+            error,
+            RegistryError::Invalid { .. } | RegistryError::Malformed { .. }
+        ) {
             self.0.rejected_configs.inc();
         }
         self.0

@@ -220,7 +220,7 @@ impl Runner {
             .model
             .config_stores
             .iter()
-            .map(|s| ConfigSourceStatus::new(&s.state, s.objects.len()))
+            .map(|s| ConfigSourceStatus::new(&s.state, s.objects.len(), s.refused()))
             .collect();
         let m = &self.metrics;
         for st in &registries {

@@ -52,7 +52,8 @@ async fn a_malformed_file_is_reported_with_its_place_and_the_last_good_state_sta
     assert_eq!(endpoint_ports(&eds), [9001]);
     ads.ack(&eds, &[CLUSTER]).await;
 
-    // A good first document with a change, and a broken second one: the file is refused whole.
+    // A good first document with a change, and a broken second one: the broken document is
+    // refused alone, and the change of the good one is served.
     let broken = format!(
         "{}---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: broken}}\nspec:\n  hosts: [broken.example.com]\n  ports: [{{number: eighty, name: http}}]\n",
         echo(&[9005])
@@ -79,11 +80,13 @@ async fn a_malformed_file_is_reported_with_its_place_and_the_last_good_state_sta
             .contains("echo.yaml: document 2"),
         "{status}"
     );
+    let eds = ads.recv_type(TypeUrl::Endpoint).await;
     assert_eq!(
-        w.endpoints(HOST).await,
-        ["127.0.0.1:9001"],
-        "the last good state is still served"
+        endpoint_ports(&eds),
+        [9005],
+        "the good document took effect"
     );
+    ads.ack(&eds, &[CLUSTER]).await;
     assert_eq!(w.get("/ready").await.0, 200);
 
     // The corrected file is picked up, and the stream sees it.

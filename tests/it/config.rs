@@ -1,5 +1,7 @@
 //! Traffic configuration from `--config-dir`: loading, bad input, `wayfinder validate`.
 
+mod refused;
+
 use std::process::Command;
 
 use wayfinder::xds::TypeUrl;
@@ -97,15 +99,12 @@ async fn an_invalid_virtual_service_is_reported_and_its_last_good_version_keeps_
         (z["sources"][0]["health"] == "degraded").then_some(z)
     })
     .await;
-    let vs_spec = configz["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["kind"] == "VirtualService")
-        .unwrap();
+    let reviews = w
+        .json("/debug/configz?kind=VirtualService&namespace=default&name=reviews")
+        .await;
     assert_eq!(
-        vs_spec["spec"]["http"][0]["route"][0]["destination"]["subset"], "v2",
-        "{configz}"
+        reviews["objects"][0]["spec"]["http"][0]["route"][0]["destination"]["subset"], "v2",
+        "{reviews}"
     );
     assert!(
         configz["sources"][0]["last_error"]["error"]["detail"]

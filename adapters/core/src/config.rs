@@ -3,9 +3,11 @@
 //! The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and `v1alpha3` share
 //! one schema) for the kinds that shape what proxies are served: [`VirtualService`],
 //! [`DestinationRule`], [`Gateway`] and [`Sidecar`]. Field names and enum values are Istio's, so
-//! the YAML users already have deserializes as is; every field Istio defines is accepted (an
-//! unknown one is an error that names it), including fields wayfinder does not act on yet,
-//! which [`validate`] reports as warnings.
+//! the YAML users already have deserializes as is. The types skip fields they do not model;
+//! a reader reports each skipped field ([`istio_defines`] tells which): one that Istio's CRDs
+//! define is accepted with a warning that wayfinder does not act on it (as are fields the types
+//! read but [`validate`] says are not supported yet), one nobody defines (a typo) rejects its
+//! object. `wayfinder_file::documents` is that reader for files and for the Kubernetes API.
 //!
 //! A [`ConfigSource`] (a watched directory, later the Kubernetes API) produces a stream of
 //! [`ConfigEvent`]s with the same contract as a registry's [`crate::Event`]s: the first item
@@ -14,6 +16,7 @@
 mod common;
 mod destination_rule;
 mod gateway;
+mod istio_fields;
 mod sidecar;
 pub mod validate;
 mod virtual_service;
@@ -35,6 +38,7 @@ pub use common::{
 };
 pub use destination_rule::*;
 pub use gateway::*;
+pub use istio_fields::{FieldPath, Step, istio_defines};
 pub use sidecar::*;
 pub use virtual_service::*;
 
@@ -112,6 +116,9 @@ pub struct ConfigMeta {
     pub annotations: BTreeMap<String, String>,
     /// Where the object came from, for messages: `path: document N (line L)`, or an API path.
     pub origin: Arc<str>,
+    /// What its source warned about it, as `field: message`: fields Istio defines that
+    /// wayfinder does not act on, deprecated forms. Shown with the object on debug pages.
+    pub warnings: Vec<String>,
 }
 
 /// A configuration object's spec, by kind.
@@ -174,8 +181,34 @@ pub enum ConfigEvent {
     Upsert(Arc<ConfigObject>),
     /// One object is gone.
     Remove(ConfigKey),
+    /// Everything the source refuses now (documents that do not parse, objects that fail
+    /// validation, kinds wayfinder must not ignore), replacing the list it sent before; a
+    /// `Reset` empties it. Sent after the events of a change whenever the list changed; the
+    /// error items of the refusals follow as usual.
+    Refused(Vec<Refusal>),
     /// The source works again after errors and nothing changed meanwhile.
     Recovered,
+}
+
+/// A document or object a configuration source refuses, and why: an entry of
+/// [`ConfigEvent::Refused`], shown by `/debug/configz`. What the source could not tell (the
+/// kind of a document that does not parse) is `None`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// The file (or the name of the API object) it is in.
+    pub file: Arc<str>,
+    /// Number of the document in the file, from 1.
+    pub document: Option<usize>,
+    /// Line in the file where the document or the error is, from 1.
+    pub line: Option<u64>,
+    /// Its `kind` (`VirtualService`, `AuthorizationPolicy`).
+    pub kind: Option<Arc<str>>,
+    /// Its namespace.
+    pub namespace: Option<Arc<str>>,
+    /// Its name.
+    pub name: Option<Arc<str>>,
+    /// Why it is refused.
+    pub error: String,
 }
 
 /// The stream a configuration source produces.

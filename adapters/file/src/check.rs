@@ -4,9 +4,9 @@
 //! Each file is read twice, as the server's two readers of a directory do: by the File
 //! registry (`ServiceEntry`, `WorkloadEntry`, mapped and validated as it maps them, then
 //! composed across files) and by the config source ([`crate::config`]: `VirtualService`,
-//! `DestinationRule`, `Gateway`, `Sidecar`, checked by `validate`). A problem both readers hit
-//! (a YAML syntax error) is listed once. Where the server stops at a file's first error, the
-//! check goes on to report every invalid object it can parse.
+//! `DestinationRule`, `Gateway`, `Sidecar`, checked by `validate`; security policies, which it
+//! refuses). A problem both readers hit (a YAML syntax error) is listed once. As the server
+//! does, the check judges every document on its own, so one report lists every problem.
 //!
 //! Start with [`check`]; print the [`Report`].
 
@@ -15,6 +15,8 @@ mod report;
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use wayfinder_registry::RegistryError;
 
 use crate::config::{self, Item, Located};
 use crate::convert::ObjectError;
@@ -92,26 +94,36 @@ impl Checker {
             }
         };
         let mut contents = FileContents::default();
-        match documents::parse::<IstioObject>(path, &bytes) {
-            Ok(items) => {
-                for item in items
-                    .iter()
-                    .filter_map(|i| Some((&i.origin, i.object.as_ref()?)))
-                {
-                    self.objects += 1;
-                    if let Err(err) = services::add(&mut contents, item.0, item.1) {
-                        self.object_error(err);
-                    }
+        for document in documents::parse::<IstioObject>(path, &bytes) {
+            let parsed = match document {
+                Ok(parsed) => parsed,
+                Err(err) => {
+                    self.parse_error(err);
+                    continue;
                 }
+            };
+            let Some(object) = &parsed.object else {
+                continue;
+            };
+            self.objects += 1;
+            match services::map(&parsed.origin, object, &parsed.skipped) {
+                Ok((mapped, warnings)) => {
+                    let name = mapped.id().to_string();
+                    for warning in warnings {
+                        let location = Location::Document(parsed.origin.clone());
+                        let (field, message) = (Some(warning.field), warning.message);
+                        self.push(location, Some(name.clone()), field, message, false);
+                    }
+                    contents.push(mapped);
+                }
+                Err(err) => self.object_error(err),
             }
-            Err(err) => self.parse_error(err),
         }
         // Every file read counts, and holds its place in the precedence order.
         let key = (self.registry.len(), path.to_path_buf());
         self.registry.insert(key, contents);
-        match config::read(path, &bytes, config::VALIDATE) {
-            Ok(items) => items.into_iter().for_each(|item| self.config_item(item)),
-            Err(err) => self.parse_error(err),
+        for item in config::read(path, &bytes, config::VALIDATE) {
+            self.config_item(item);
         }
     }
 
@@ -143,6 +155,16 @@ impl Checker {
             Item::Unknown { origin, meta } => {
                 let message = config::unknown_kind(&meta);
                 self.push(Location::Document(origin), None, None, message, false);
+            }
+            Item::Refused(rejected) => {
+                let object = rejected.id().map(|id| id.to_string());
+                let message = match &rejected.error {
+                    RegistryError::Malformed { detail, .. }
+                    | RegistryError::Invalid { detail, .. }
+                    | RegistryError::Unavailable { detail, .. } => detail.clone(),
+                };
+                let location = Location::Document(rejected.origin);
+                self.push(location, object, None, message, true);
             }
         }
     }

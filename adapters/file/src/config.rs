@@ -11,17 +11,29 @@
 //!
 //! # Objects, problems and the last good version
 //!
-//! Each object is checked with [`validate::validate`] (and must have a name). Warnings are
-//! logged with the object's origin and field. An object with a fatal problem is rejected: the
-//! stream carries a [`RegistryError::Invalid`] at its origin, naming the object
+//! Each object is checked with [`validate::validate`] (and must have a name), and the spec
+//! fields its types skip are judged against Istio's CRDs: a field Istio defines and wayfinder
+//! does not act on is a warning, a field no CRD defines (a typo) a fatal problem. Warnings are
+//! logged at WARN with the object's origin, the object and the field, and travel with the
+//! object (`meta.warnings`, shown by `/debug/configz`). An object with a fatal problem is
+//! rejected: the stream carries a [`RegistryError::Invalid`] at its origin, naming the object
 //! (`VirtualService default/reviews`) and listing every fatal problem as `field: message`.
+//! Istio's security policies (`AuthorizationPolicy`, `PeerAuthentication`,
+//! `RequestAuthentication` of `security.istio.io`) are rejected the same way, with an ERROR
+//! line, until wayfinder enforces them: skipping them would fail open.
 //!
-//! The last good state is kept per object, not per file: when a file changes, its valid
-//! objects replace their previous versions, a rejected object keeps the last good version it
-//! had in that file (if any) until it is fixed or deleted, and objects gone from the file are
-//! removed. A file that does not parse at all (YAML syntax, a wrong type, an unknown field)
-//! keeps every object it had, and the stream carries a [`RegistryError::Malformed`] with the
-//! parser's position. Deleting a file removes its objects.
+//! The last good state is kept per object, not per file: every document is parsed and judged
+//! on its own. When a file changes, its valid objects replace their previous versions, a
+//! rejected object keeps the last good version it had in that file (if any) until it is fixed
+//! or deleted, and objects gone from the file are removed. A document that does not parse
+//! (YAML syntax, bytes that are not UTF-8, a wrong type) is a [`RegistryError::Malformed`]
+//! with the parser's position; the object it holds, when its name can still be read, keeps its
+//! last good version, and when not, none of the file's previous objects is removed while it is
+//! there. Deleting a file removes its objects.
+//!
+//! What the source refuses now (each document and object, with its file, document, line,
+//! kind, namespace, name and error; duplicates too) is sent as [`ConfigEvent::Refused`] after
+//! the events of every change that alters it: an entry leaves when it is fixed or deleted.
 //!
 //! When two objects have the same kind, namespace and name, the first (by the order of the
 //! configured paths, then file name, then document) is used and the other is reported as
@@ -30,15 +42,15 @@
 //! # The stream
 //!
 //! It follows the contract on [`ConfigEvent`]: first a `Reset` with every object in force
-//! (errors of files broken at the start come after it), then an `Upsert` or `Remove` for each
+//! (the refused list and the errors of files broken at the start come after it), then an `Upsert` or `Remove` for each
 //! object whose content a change alters, and nothing for the others. Content is the spec, the
-//! name, the namespace, the labels and the annotations, not `meta.origin`: an object that only
+//! name, the namespace, the labels, the annotations and the warnings, not `meta.origin`: an object that only
 //! moved within its file is not announced, though the next event about it carries where it is
 //! now. Health follows the last item, as for the File registry: `Recovered` when everything
 //! works again and nothing changed, and the outstanding errors again after a change while a
 //! file stays broken. The stream ends promptly when the shutdown token is cancelled.
 
-mod decode;
+pub(crate) mod decode;
 pub(crate) mod state;
 
 use std::path::PathBuf;

@@ -19,10 +19,13 @@ use crate::documents::Origin;
 use crate::istio::{
     LocationSpec, Object, PortSpec, ResolutionSpec, ServiceEntrySpec, WorkloadEntrySpec,
 };
+use crate::keep::ObjectId;
 
 /// A `ServiceEntry`, mapped and validated.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Entry {
+    /// Which object it is.
+    pub(crate) id: ObjectId,
     /// Where it was read.
     pub(crate) origin: Origin,
     /// One registration per host, with the entry's own endpoints.
@@ -34,6 +37,8 @@ pub(crate) struct Entry {
 /// A `WorkloadEntry`, mapped and validated: an endpoint for the entries that select it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Workload {
+    /// Which object it is.
+    pub(crate) id: ObjectId,
     /// Where it was read.
     pub(crate) origin: Origin,
     /// `WorkloadEntry namespace/name`, for log lines.
@@ -143,6 +148,7 @@ pub(crate) fn service_entry(
         registrations.push(registration);
     }
     Ok(Entry {
+        id: ObjectId::new("ServiceEntry", namespace, &object.metadata.name),
         origin: origin.clone(),
         registrations,
         selector: spec
@@ -173,6 +179,7 @@ pub(crate) fn workload_entry(
         ));
     }
     Ok(Workload {
+        id: ObjectId::new("WorkloadEntry", namespace, &object.metadata.name),
         origin: origin.clone(),
         name,
         namespace: namespace.into(),

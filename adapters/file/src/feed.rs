@@ -19,7 +19,7 @@
 
 use std::path::PathBuf;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigObject};
+use wayfinder_registry::config::{ConfigEvent, ConfigObject, Refusal};
 use wayfinder_registry::{Event, RegistryError};
 
 use crate::config::VALIDATE;
@@ -170,7 +170,23 @@ fn tidy_config_event(event: ConfigEvent) -> ConfigEvent {
             ConfigEvent::Reset(objects.into_iter().map(tidy_object).collect())
         }
         ConfigEvent::Upsert(object) => ConfigEvent::Upsert(tidy_object(object)),
+        ConfigEvent::Refused(list) => {
+            ConfigEvent::Refused(list.into_iter().map(tidy_refusal).collect())
+        }
         other => other,
+    }
+}
+
+/// A refusal of a one-line blob names the blob alone, as its errors do.
+fn tidy_refusal(refusal: Refusal) -> Refusal {
+    if (refusal.document, refusal.line) == (Some(1), Some(1)) {
+        Refusal {
+            document: None,
+            line: None,
+            ..refusal
+        }
+    } else {
+        refusal
     }
 }
 

@@ -2,8 +2,10 @@
 //! `WorkloadEntry` of `networking.istio.io` (`v1`, `v1beta1`, `v1alpha3`).
 //!
 //! Field names and defaults follow Istio's API. `metadata` is lenient (fields such as `uid`,
-//! `resourceVersion` or `managedFields` in a `kubectl` export are ignored); `spec` is strict,
-//! so a misspelt field is an error that names it rather than a setting silently lost.
+//! `resourceVersion` or `managedFields` in a `kubectl` export are ignored). The spec types
+//! skip what they do not model, and [`crate::fields`] judges what they skipped: a field
+//! Istio's CRDs define (`spec.exportTo` of a newer Istio) is accepted with a warning, a
+//! misspelt one is an error that names it rather than a setting silently lost.
 
 use std::collections::BTreeMap;
 
@@ -84,7 +86,7 @@ impl Metadata {
 
 /// `ServiceEntry.spec`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct ServiceEntrySpec {
     #[serde(default)]
     pub(crate) hosts: Vec<String>,
@@ -108,7 +110,7 @@ pub(crate) struct ServiceEntrySpec {
 
 /// `ServiceEntry.spec.ports[]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct PortSpec {
     pub(crate) number: u16,
     #[serde(default)]
@@ -147,7 +149,6 @@ pub(crate) enum ResolutionSpec {
 
 /// `ServiceEntry.spec.workloadSelector`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct WorkloadSelectorSpec {
     #[serde(default)]
     pub(crate) labels: BTreeMap<String, String>,
@@ -155,7 +156,7 @@ pub(crate) struct WorkloadSelectorSpec {
 
 /// `WorkloadEntry.spec`, also the form of `ServiceEntry.spec.endpoints[]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct WorkloadEntrySpec {
     #[serde(default)]
     pub(crate) address: String,

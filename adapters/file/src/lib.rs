@@ -48,12 +48,22 @@
 //!
 //! # Errors and the last good state
 //!
-//! A file is taken whole or not at all: when any document fails to parse
-//! ([`RegistryError::Malformed`]) or to validate ([`RegistryError::Invalid`]), the file's
-//! previous contents stay in force and the error is an item of the stream, with an origin of
-//! the form `path: document N (line L)`. Other files are not affected. A watched directory
-//! that disappears is reported as [`RegistryError::Unavailable`]; its files keep their last
-//! good contents until it is back.
+//! The last good state is kept per object, as the config source keeps it: each document of a
+//! file is judged on its own. A document that fails to parse ([`RegistryError::Malformed`]: a
+//! syntax error, bytes that are not UTF-8, a wrong type) or whose object fails to validate
+//! ([`RegistryError::Invalid`]) is an item of the stream with an origin of the form
+//! `path: document N (line L)`; the object it holds keeps the last good version it had in that
+//! file, if any, and the file's other documents take effect. A document that does not even say
+//! which object it holds (a syntax error before its name) could be any of the file's objects,
+//! so while it is there none of the file's previous objects is removed. Other files are not
+//! affected. A `kind: List` document is one unit: an error in an item refuses the list.
+//!
+//! Spec fields that Istio's CRDs define and this registry does not read are accepted with a
+//! warning naming the object and the field; a field no CRD defines (a typo) refuses its object.
+//! A watched directory that disappears is reported as [`RegistryError::Unavailable`]; its files
+//! keep their last good contents until it is back. With [`FileRegistry::beside_config_source`]
+//! (`--config-dir`), a document of unknown kind that does not parse is left to the config
+//! source to report.
 //!
 //! A consumer reads the registry's health from its last item. So when everything works again
 //! and no service changed, the stream sends [`Event::Recovered`]; and while some file stays
@@ -76,9 +86,12 @@ pub mod feed;
 pub mod watch;
 
 mod convert;
+mod fields;
 mod health;
 mod istio;
+mod keep;
 mod runner;
+mod security;
 mod services;
 mod view;
 
@@ -116,7 +129,11 @@ impl Config {
     /// registry. Nothing is watched until [`Registry::watch`].
     pub fn build(self, id: RegistryId) -> Result<FileRegistry, BuildError> {
         let targets = targets(self.paths)?;
-        Ok(FileRegistry { id, targets })
+        Ok(FileRegistry {
+            id,
+            targets,
+            beside_config: false,
+        })
     }
 }
 
@@ -125,6 +142,18 @@ impl Config {
 pub struct FileRegistry {
     id: RegistryId,
     targets: Vec<Target>,
+    beside_config: bool,
+}
+
+impl FileRegistry {
+    /// Declares that a [`ConfigDir`] reads the same paths (as for `--config-dir`): a document
+    /// that does not parse is then reported by the config source alone, unless it is a
+    /// `ServiceEntry` or `WorkloadEntry`, so that one broken document is one error and one
+    /// rejection, not two. Its objects are kept all the same.
+    pub fn beside_config_source(mut self) -> Self {
+        self.beside_config = true;
+        self
+    }
 }
 
 impl Registry for FileRegistry {
@@ -133,7 +162,8 @@ impl Registry for FileRegistry {
     }
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
-        Runner::new(self.targets, shutdown, Services::default()).into_stream()
+        let services = Services::new(self.beside_config);
+        Runner::new(self.targets, shutdown, services).into_stream()
     }
 }
 

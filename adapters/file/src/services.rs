@@ -1,41 +1,62 @@
-//! The File registry's model: each file read whole into `ServiceEntry` and `WorkloadEntry`
-//! objects ([`load`]), kept per file as its last good contents, and composed into services.
+//! The File registry's model: each file read document by document into `ServiceEntry` and
+//! `WorkloadEntry` objects ([`load`]), each object keeping its last good version
+//! ([`crate::keep`]), and composed into services.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use wayfinder_registry::config::FieldPath;
+use wayfinder_registry::config::validate::Problem;
 use wayfinder_registry::{Event, RegistryError};
 
-use crate::convert::{self, ObjectError};
-use crate::documents::{self, Origin, Parsed};
+use crate::convert::{self, Entry, ObjectError, Workload};
+use crate::documents::{self, Decode, Origin, Parsed, TypeMeta};
+use crate::fields;
 use crate::istio::{self, IstioObject};
+use crate::keep::{self, ObjectId, Read};
 use crate::runner::{FileKey, Model};
 use crate::view::{self, FileContents, View};
 
 /// The last good contents of every file, and the services the consumer has been told of.
 #[derive(Default)]
 pub(crate) struct Services {
+    /// Whether a config source reads the same files and reports the documents of unknown
+    /// kind that do not parse (see [`crate::FileRegistry::beside_config_source`]).
+    beside_config: bool,
     /// In precedence order.
     files: BTreeMap<FileKey, FileContents>,
     view: View,
 }
 
+impl Services {
+    pub(crate) fn new(beside_config: bool) -> Self {
+        Self {
+            beside_config,
+            ..Self::default()
+        }
+    }
+}
+
 impl Model for Services {
     type Event = Event;
 
-    /// A file is taken whole or not at all: on any error its previous contents stay.
+    /// Each document on its own: an object refused keeps its last good version (see
+    /// [`crate::keep`]), the others take effect.
     fn apply(&mut self, file: &FileKey, bytes: Option<&[u8]>) -> Vec<RegistryError> {
         let Some(bytes) = bytes else {
             self.files.remove(file);
             return Vec::new();
         };
-        match load(&file.1, bytes) {
-            Ok(contents) => {
-                self.files.insert(file.clone(), contents);
-                Vec::new()
-            }
-            Err(err) => vec![err],
+        let (read, mut errors) = load(&file.1, bytes);
+        if self.beside_config {
+            errors.retain(|(meta, _)| meta.as_ref().is_some_and(<IstioObject as Decode>::accepts));
         }
+        let errors = errors.into_iter().map(|(_, err)| err).collect();
+        let previous = self.files.remove(file).unwrap_or_default();
+        let kept = keep::keep(previous.into_objects(), read);
+        self.files
+            .insert(file.clone(), FileContents::from_objects(kept));
+        errors
     }
 
     fn commit(&mut self, first: bool) -> (Vec<Event>, Vec<RegistryError>) {
@@ -55,17 +76,58 @@ impl Model for Services {
     }
 }
 
-/// Parses, maps and validates one file; any failure rejects the whole file.
-pub(crate) fn load(path: &Path, bytes: &[u8]) -> Result<FileContents, RegistryError> {
-    let parsed = documents::parse::<IstioObject>(path, bytes).map_err(malformed)?;
-    let mut contents = FileContents::default();
-    for item in &parsed {
-        match &item.object {
-            Some(object) => add(&mut contents, &item.origin, object)?,
-            None => skip(item),
+/// The errors of a file's documents, each with the type of the document when it was read.
+type Errors = Vec<(Option<TypeMeta>, RegistryError)>;
+
+/// Parses, maps and validates every document of a file: what each gave, and the errors of
+/// those refused. Warnings (fields Istio defines that wayfinder ignores) are logged.
+pub(crate) fn load(path: &Path, bytes: &[u8]) -> (Vec<Read<Mapped>>, Errors) {
+    let mut read = Vec::new();
+    let mut errors = Vec::new();
+    for document in documents::parse::<IstioObject>(path, bytes) {
+        let parsed = match document {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                let id = err.head.as_deref().and_then(ObjectId::of);
+                read.push(Read::Refused(id));
+                let meta = err.head.as_ref().map(|h| h.meta.clone());
+                errors.push((meta, malformed(err)));
+                continue;
+            }
+        };
+        let Some(object) = &parsed.object else {
+            skip(&parsed);
+            continue;
+        };
+        match map(&parsed.origin, object, &parsed.skipped) {
+            Ok((mapped, warnings)) => {
+                for warning in warnings {
+                    tracing::warn!("{}: {}: {warning}", parsed.origin, mapped.id());
+                }
+                read.push(Read::Good(mapped.id().clone(), mapped));
+            }
+            Err(err) => {
+                read.push(Read::Refused(Some(id_of(object))));
+                errors.push((Some(parsed.meta.clone()), err.into()));
+            }
         }
     }
-    Ok(contents)
+    (read, errors)
+}
+
+/// The objects of a file every document of which is good, or its first error: for tests of
+/// mapping and composition.
+#[cfg(test)]
+pub(crate) fn load_whole(path: &Path, bytes: &[u8]) -> Result<FileContents, RegistryError> {
+    let (read, errors) = load(path, bytes);
+    if let Some((_, err)) = errors.into_iter().next() {
+        return Err(err);
+    }
+    let objects = read.into_iter().filter_map(|r| match r {
+        Read::Good(id, object) => Some((id, object)),
+        Read::Refused(_) => None,
+    });
+    Ok(FileContents::from_objects(objects.collect()))
 }
 
 /// A parse error as a stream item.
@@ -76,25 +138,55 @@ pub(crate) fn malformed(err: documents::DocumentError) -> RegistryError {
     }
 }
 
-/// Maps one object into `contents`, or says why it is refused.
-pub(crate) fn add(
-    contents: &mut FileContents,
-    origin: &Origin,
-    object: &IstioObject,
-) -> Result<(), ObjectError> {
-    match object {
-        IstioObject::ServiceEntry(object) => {
-            contents
-                .entries
-                .push(convert::service_entry(origin, object)?);
-        }
-        IstioObject::WorkloadEntry(object) => {
-            contents
-                .workloads
-                .push(convert::workload_entry(origin, object)?);
+/// A `ServiceEntry` or `WorkloadEntry` mapped into the registry's terms.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Mapped {
+    Entry(Entry),
+    Workload(Workload),
+}
+
+impl Mapped {
+    pub(crate) fn id(&self) -> &ObjectId {
+        match self {
+            Mapped::Entry(entry) => &entry.id,
+            Mapped::Workload(workload) => &workload.id,
         }
     }
-    Ok(())
+}
+
+/// Maps one object, after judging the fields its types skipped; returns it with its warnings
+/// (`field: message`), or says why it is refused.
+pub(crate) fn map(
+    origin: &Origin,
+    object: &IstioObject,
+    skipped: &[FieldPath],
+) -> Result<(Mapped, Vec<Problem>), ObjectError> {
+    let id = id_of(object);
+    let problems = fields::judge(&id.kind, skipped, &[]);
+    if let Some(problem) = problems.iter().find(|p| p.fatal) {
+        return Err(ObjectError {
+            origin: origin.clone(),
+            object: id.to_string(),
+            field: problem.field.clone(),
+            message: problem.message.clone(),
+        });
+    }
+    let mapped = match object {
+        IstioObject::ServiceEntry(object) => Mapped::Entry(convert::service_entry(origin, object)?),
+        IstioObject::WorkloadEntry(object) => {
+            Mapped::Workload(convert::workload_entry(origin, object)?)
+        }
+    };
+    Ok((mapped, problems))
+}
+
+/// Which object it is.
+fn id_of(object: &IstioObject) -> ObjectId {
+    let (kind, metadata) = match object {
+        IstioObject::ServiceEntry(object) => ("ServiceEntry", &object.metadata),
+        IstioObject::WorkloadEntry(object) => ("WorkloadEntry", &object.metadata),
+    };
+    ObjectId::new(kind, metadata.namespace(), &metadata.name)
 }
 
 /// Logs an object of a kind this registry does not read: quietly for the Istio kinds the
@@ -115,5 +207,39 @@ fn skip(item: &Parsed<IstioObject>) {
             istio::GROUP,
             istio::VERSIONS.join(","),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    const SE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: api}\nspec:\n  hosts: [api.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: DNS\n";
+
+    #[test]
+    fn beside_a_config_source_documents_of_unknown_kind_are_left_to_it() {
+        let file: FileKey = (0, PathBuf::from("/cfg/mixed.yaml"));
+        let text = format!(
+            "kind: [unclosed\n---\n{SE}---\n{}",
+            SE.replace("name: api", "name: bad")
+                .replace("number: 80", "number: eighty")
+        );
+        let mut alone = Services::new(false);
+        let errors = alone.apply(&file, Some(text.as_bytes()));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        let mut beside = Services::new(true);
+        let errors = beside.apply(&file, Some(text.as_bytes()));
+        // The ServiceEntry that does not parse is still this registry's to report.
+        let [RegistryError::Malformed { origin, .. }] = &errors[..] else {
+            panic!("{errors:?}")
+        };
+        assert!(origin.contains("document 3"), "{origin}");
+        let (events, _) = beside.commit(true);
+        let [Event::Reset(registrations)] = &events[..] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(registrations.len(), 1, "the good entry is served");
     }
 }

@@ -14,13 +14,45 @@ use wayfinder_registry::{
 
 use crate::convert::{Entry, ObjectError, Workload};
 use crate::documents::Origin;
+use crate::keep::ObjectId;
 use crate::runner::FileKey;
+use crate::services::Mapped;
 
-/// The objects of one good file, in document order.
+/// The objects in force of one file, in document order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct FileContents {
     pub(crate) entries: Vec<Entry>,
     pub(crate) workloads: Vec<Workload>,
+}
+
+impl FileContents {
+    /// Adds one object.
+    pub(crate) fn push(&mut self, object: Mapped) {
+        match object {
+            Mapped::Entry(entry) => self.entries.push(entry),
+            Mapped::Workload(workload) => self.workloads.push(workload),
+        }
+    }
+
+    /// The contents of `objects`, in their order.
+    pub(crate) fn from_objects(objects: Vec<(ObjectId, Mapped)>) -> Self {
+        let mut contents = Self::default();
+        objects.into_iter().for_each(|(_, o)| contents.push(o));
+        contents
+    }
+
+    /// Every object, entries first, each kind in document order.
+    pub(crate) fn into_objects(self) -> Vec<(ObjectId, Mapped)> {
+        let entries = self
+            .entries
+            .into_iter()
+            .map(|e| (e.id.clone(), Mapped::Entry(e)));
+        let workloads = self
+            .workloads
+            .into_iter()
+            .map(|w| (w.id.clone(), Mapped::Workload(w)));
+        entries.chain(workloads).collect()
+    }
 }
 
 /// The registry's view: one normalized registration per service.

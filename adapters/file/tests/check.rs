@@ -68,13 +68,16 @@ fn every_kind_of_problem_is_listed_where_it_is() {
     assert_eq!(
         summary(&report),
         vec![
+            // The syntax error costs only its own document: the one before it is read, and is
+            // a duplicate of a-good.yaml's.
+            (Severity::Error, "b-syntax.yaml".into(), 1, 1),
             (Severity::Error, "b-syntax.yaml".into(), 2, 9),
             (Severity::Error, "c-service-entry.yaml".into(), 2, 9),
             (Severity::Warning, "d-unknown.json".into(), 1, 1),
         ],
         "{report}"
     );
-    let syntax = line(&report, "b-syntax.yaml");
+    let syntax = line(&report, "b-syntax.yaml: document 2");
     assert_eq!((&syntax.object, &syntax.field), (&None, &None));
 
     let se = line(&report, "c-service-entry.yaml");
@@ -98,14 +101,65 @@ fn every_kind_of_problem_is_listed_where_it_is() {
         unknown.message
     );
 
-    // Objects read: VS + SE, then the two SEs; a file that does not parse yields none.
-    assert_eq!((report.objects_checked, report.files_checked), (4, 4));
+    // Objects read: VS + SE, the VS before the syntax error, then the two SEs.
+    assert_eq!((report.objects_checked, report.files_checked), (5, 4));
     let text = report.to_string();
-    assert_eq!(text.lines().count(), 4, "{text}");
+    assert_eq!(text.lines().count(), 5, "{text}");
     assert!(
-        text.ends_with("checked 4 objects in 4 files: 2 errors, 1 warning"),
+        text.ends_with("checked 5 objects in 4 files: 3 errors, 1 warning"),
         "{text}"
     );
+}
+
+/// A file of Istio's own corpus (`../shared/istio-samples`), when the corpus is there.
+fn sample(path: &str) -> Option<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-samples");
+    fs::read_to_string(root.join(path)).ok()
+}
+
+#[test]
+fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| fs::write(dir.path().join(name), text).unwrap();
+    let keepalive = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: ping}\nspec:\n  host: ratings\n  trafficPolicy:\n    connectionPool:\n      http:\n        http2KeepAlive: {interval: 15s, timeout: 5s}\n";
+    let typo = VS.replace("  hosts:", "  hostz: [x]\n  hosts:");
+    write("rules.yaml", &format!("{keepalive}---\n{typo}"));
+    let policy = sample("authz/http/allow-full-rule-in.yaml").unwrap_or_else(|| {
+        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: httpbin, namespace: foo}\nspec: {action: DENY}\n".into()
+    });
+    write("policy.yaml", &policy);
+
+    let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
+    let warning = line(&report, "rules.yaml: document 1");
+    assert_eq!(warning.severity, Severity::Warning, "{report}");
+    assert_eq!(
+        warning.object.as_deref(),
+        Some("DestinationRule default/ping")
+    );
+    assert_eq!(
+        warning.field.as_deref(),
+        Some("spec.trafficPolicy.connectionPool.http.http2KeepAlive")
+    );
+    let error = line(&report, "rules.yaml: document 2");
+    assert_eq!(error.severity, Severity::Error, "{report}");
+    assert_eq!(error.field.as_deref(), Some("spec.hostz"));
+    assert!(error.message.contains("unknown field"), "{report}");
+    let refused = line(&report, "policy.yaml");
+    assert_eq!(refused.severity, Severity::Error, "{report}");
+    assert!(
+        refused
+            .message
+            .contains("does not enforce AuthorizationPolicy"),
+        "{report}"
+    );
+    assert!(
+        refused
+            .object
+            .as_deref()
+            .unwrap()
+            .starts_with("AuthorizationPolicy ")
+    );
+    assert!(report.has_errors());
 }
 
 #[test]

@@ -69,6 +69,21 @@ async fn upsert(stream: &mut ConfigStream) -> Arc<ConfigObject> {
     }
 }
 
+/// The next item, a refused list: the `(document, name)` of each entry.
+async fn refused(stream: &mut ConfigStream) -> Vec<(Option<usize>, Option<String>)> {
+    match next(stream).await {
+        Ok(ConfigEvent::Refused(list)) => list
+            .iter()
+            .map(|r| (r.document, r.name.as_deref().map(str::to_string)))
+            .collect(),
+        other => panic!("expected a refused list, got {other:?}"),
+    }
+}
+
+fn named(document: usize, name: &str) -> (Option<usize>, Option<String>) {
+    (Some(document), Some(name.to_string()))
+}
+
 fn key(kind: Kind, namespace: &str, name: &str) -> ConfigKey {
     ConfigKey {
         kind,
@@ -167,7 +182,7 @@ fn indent(object: &str) -> String {
 }
 
 #[tokio::test]
-async fn a_file_that_stops_parsing_keeps_its_objects_until_fixed() {
+async fn a_document_that_stops_parsing_costs_only_its_object_until_fixed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vs.yaml");
     let good = format!("{}---\n{}", vs("one", "one"), vs("two", "two"));
@@ -175,13 +190,17 @@ async fn a_file_that_stops_parsing_keeps_its_objects_until_fixed() {
     let (mut stream, _shutdown) = watch(dir.path());
     assert_eq!(reset(&mut stream).await.len(), 2);
 
-    // A wrong type fails the whole file: both objects stay, the error says where.
+    // A wrong type in the second document: `one` changes, `two` keeps its last good version,
+    // and the refusal says where.
     let broken = format!(
         "{}---\n{}",
         vs("one", "uno"),
         vs("two", "two").replace("weight: 100", "weight: \"heavy\"")
     );
     save(&path, &broken);
+    let one = upsert(&mut stream).await;
+    assert_eq!(hosts(&one), vec!["uno"]);
+    assert_eq!(refused(&mut stream).await, vec![named(2, "two")]);
     match next(&mut stream).await {
         Err(RegistryError::Malformed { origin, detail }) => {
             let line = broken.lines().position(|l| l.contains("heavy")).unwrap() + 1;
@@ -194,19 +213,9 @@ async fn a_file_that_stops_parsing_keeps_its_objects_until_fixed() {
         other => panic!("expected a Malformed error, got {other:?}"),
     }
 
-    // Back as it was: nothing changed, the source recovered.
-    save(&path, &good);
-    assert_eq!(next(&mut stream).await, Ok(ConfigEvent::Recovered));
-
-    // Broken, then fixed with a change: the change arrives.
-    save(&path, &broken);
-    assert!(next(&mut stream).await.is_err());
+    // Fixed as `two` was: nothing changed but the refused list, now empty.
     save(&path, &broken.replace("\"heavy\"", "100"));
-    let fixed = upsert(&mut stream).await;
-    assert_eq!(
-        (fixed.key(), hosts(&fixed)),
-        (vs_key("one"), vec!["uno".into()])
-    );
+    assert_eq!(refused(&mut stream).await, vec![]);
     sentinel(dir.path(), &mut stream).await;
 }
 
@@ -229,6 +238,7 @@ async fn a_duplicate_key_is_an_error_and_the_first_object_wins() {
 
     let second = dir.path().join("b.yaml");
     save(&second, &vs("dup", "second"));
+    assert_eq!(refused(&mut stream).await, vec![named(1, "dup")]);
     match next(&mut stream).await {
         Err(RegistryError::Invalid { origin, detail }) => {
             assert_eq!(origin, format!("{}: document 1 (line 1)", second.display()));
@@ -248,6 +258,7 @@ async fn a_duplicate_key_is_an_error_and_the_first_object_wins() {
     fs::remove_file(dir.path().join("a.yaml")).unwrap();
     let dup = upsert(&mut stream).await;
     assert_eq!(hosts(&dup), vec!["second"]);
+    assert_eq!(refused(&mut stream).await, vec![]);
     sentinel(dir.path(), &mut stream).await;
 }
 
@@ -260,6 +271,7 @@ async fn files_broken_at_start_are_reported_after_the_reset() {
     save(&dir.path().join("bad.yaml"), "kind: [unclosed\n");
     let (mut stream, _shutdown) = watch(dir.path());
     assert_eq!(reset(&mut stream).await.len(), 1);
+    assert_eq!(refused(&mut stream).await, vec![(Some(1), None)]);
     let err = next(&mut stream).await.unwrap_err();
     assert!(err.origin().contains("bad.yaml: document 1"), "{err}");
 }
@@ -288,6 +300,7 @@ async fn an_object_the_validator_rejects_keeps_its_last_good_version() {
         (one.key(), hosts(&one)),
         (vs_key("one"), vec!["uno".into()])
     );
+    assert_eq!(refused(&mut stream).await, vec![named(2, "two")]);
     match next(&mut stream).await {
         Err(RegistryError::Invalid { origin, detail }) => {
             assert_eq!(origin, format!("{}: document 2 (line 12)", path.display()));
@@ -308,16 +321,19 @@ async fn an_object_the_validator_rejects_keeps_its_last_good_version() {
         (two.key(), hosts(&two)),
         (vs_key("two"), vec!["dos".into()])
     );
+    assert_eq!(refused(&mut stream).await, vec![]);
     sentinel(dir.path(), &mut stream).await;
 
     // Broken again and then deleted from the file: removed, and healthy again.
     save(&path, &broken);
+    assert_eq!(refused(&mut stream).await, vec![named(2, "two")]);
     assert!(next(&mut stream).await.is_err());
     save(&path, &vs("one", "uno"));
     assert_eq!(
         next(&mut stream).await,
         Ok(ConfigEvent::Remove(vs_key("two")))
     );
+    assert_eq!(refused(&mut stream).await, vec![]);
     save(
         &path,
         &vs("one", "uno").replace("weight: 100", "weight: 50"),

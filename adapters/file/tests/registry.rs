@@ -209,30 +209,44 @@ async fn a_rename_over_save_and_a_malformed_edit_keep_the_last_good_state() {
     let (mut stream, _shutdown) = watch(vec![path.clone()]);
     assert_eq!(reset(&mut stream).await.len(), 1);
 
-    // A broken third document rejects the whole file; its last good contents stay.
+    // A broken third document costs only its own object: the second one is added.
     let broken = format!(
         "{}---\n{}---\nkind: ServiceEntry\napiVersion: networking.istio.io/v1\nmetadata: {{name: x}}\nspec:\n  hosts: [x.example.com]\n  bogus: 1\n",
         fixture_yaml(&svc),
         fixture_yaml(&Fixture::new("other", 2, 1)),
     );
     save(&path, &broken);
+    let other = upsert(&mut stream).await;
+    assert_eq!(&*other.service.hostname, "other.example.com");
     match next(&mut stream).await {
-        Err(RegistryError::Malformed { origin, detail }) => {
-            let first_line = broken.lines().position(|l| l.contains("bogus")).unwrap() + 1;
+        Err(RegistryError::Invalid { origin, detail }) => {
+            let lines: Vec<&str> = broken.lines().collect();
+            let first_line = lines
+                .iter()
+                .rposition(|l| *l == "kind: ServiceEntry")
+                .unwrap()
+                + 1;
             assert_eq!(
                 origin,
                 format!("{}: document 3 (line {first_line})", path.display())
             );
-            assert!(detail.contains("bogus"), "{detail}");
+            assert!(
+                detail.contains("ServiceEntry default/x: spec.bogus: unknown field"),
+                "{detail}"
+            );
         }
-        other => panic!("expected a Malformed error, got {other:?}"),
+        other => panic!("expected an Invalid error, got {other:?}"),
     }
 
-    // Restoring the same contents changes nothing: the registry says it recovered.
+    // Back to the first contents: the second object goes, and nothing is refused any more.
     save(&path, &fixture_yaml(&svc));
-    assert_eq!(next(&mut stream).await, Ok(Event::Recovered));
+    match next(&mut stream).await {
+        Ok(Event::Remove(removed)) => assert_eq!(&*removed.hostname, "other.example.com"),
+        other => panic!("expected a Remove, got {other:?}"),
+    }
 
-    // A fix that changes something is picked up.
+    // A document that does not say which object it holds keeps every object of its file; a
+    // fix that changes something is picked up.
     save(&path, "not: [valid");
     assert!(next(&mut stream).await.is_err());
     let mut fixed = svc.clone();

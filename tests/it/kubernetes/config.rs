@@ -143,9 +143,18 @@ async fn an_invalid_virtual_service_from_the_api_is_reported_and_changes_nothing
             .find(|o| o["kind"] == kind && o["name"] == name)
             .cloned()
     };
-    let reviews = find("VirtualService", "reviews").expect("the last good reviews");
+    assert!(find("VirtualService", "reviews").is_some(), "{configz}");
+    let reviews = w
+        .json("/debug/configz?kind=VirtualService&name=reviews")
+        .await;
     assert_eq!(
-        reviews["spec"]["http"][0]["route"][0]["destination"]["subset"], "v2",
+        reviews["objects"][0]["spec"]["http"][0]["route"][0]["destination"]["subset"], "v2",
+        "the last good reviews: {reviews}"
+    );
+    let refused = &configz["refused"][0];
+    assert_eq!(
+        (&refused["kind"], &refused["name"]),
+        (&json!("VirtualService"), &json!("reviews")),
         "{configz}"
     );
     assert!(

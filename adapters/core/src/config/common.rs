@@ -37,7 +37,7 @@ impl fmt::Display for Duration {
 
 /// How a string is matched: exactly, by prefix, or by an RE2 regular expression.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub enum StringMatch {
     /// Equal to.
     Exact(String),
@@ -49,7 +49,6 @@ pub enum StringMatch {
 
 /// A percentage, 0.0 to 100.0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Percent {
     /// The percentage.
     #[serde(default)]
@@ -58,7 +57,6 @@ pub struct Percent {
 
 /// A port of the destination service.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PortSelector {
     /// The port number.
     #[serde(default)]
@@ -67,7 +65,7 @@ pub struct PortSelector {
 
 /// Where traffic goes: a service (by hostname, short names allowed), a subset of it, a port.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Destination {
     /// Service hostname; short names are relative to the namespace of the object.
     pub host: String,
@@ -81,7 +79,7 @@ pub struct Destination {
 
 /// Selects workloads by labels.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadSelector {
     /// Labels a workload must have.
     #[serde(default)]
@@ -90,7 +88,7 @@ pub struct WorkloadSelector {
 
 /// Header changes for requests and responses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Headers {
     /// Changes to the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +100,7 @@ pub struct Headers {
 
 /// Set, append and remove headers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HeaderOperations {
     /// Overwrite these headers.
     #[serde(default)]

@@ -8,7 +8,7 @@ use super::common::{Duration, Opaque, PortSelector, WorkloadSelector};
 
 /// Policy for traffic to one host (Istio `networking.istio.io/v1` `DestinationRule`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct DestinationRule {
     /// The host; a short name is relative to the object's namespace; `*.example.com` wildcards
     /// apply to every matching host not covered by a more specific rule.
@@ -29,7 +29,7 @@ pub struct DestinationRule {
 
 /// A named group of endpoints.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Subset {
     /// Name, used in cluster names `outbound|port|NAME|host`.
     pub name: String,
@@ -43,7 +43,7 @@ pub struct Subset {
 
 /// How clients talk to a service.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TrafficPolicy {
     /// Load balancing.
     #[serde(default)]
@@ -70,7 +70,7 @@ pub struct TrafficPolicy {
 
 /// Per-port policy.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PortTrafficPolicy {
     /// The port.
     #[serde(default)]
@@ -91,7 +91,7 @@ pub struct PortTrafficPolicy {
 
 /// Load balancing: a simple algorithm or consistent hashing.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LoadBalancerSettings {
     /// A simple algorithm.
     #[serde(default)]
@@ -130,7 +130,7 @@ pub enum SimpleLb {
 
 /// Consistent hashing on a request property.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ConsistentHash {
     /// Hash on this header.
     #[serde(default)]
@@ -157,7 +157,7 @@ pub struct ConsistentHash {
 
 /// A hashing cookie.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpCookie {
     /// Name.
     pub name: String,
@@ -174,7 +174,7 @@ pub struct HttpCookie {
 
 /// Ring hash.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RingHash {
     /// Minimum ring size.
     #[serde(default)]
@@ -183,7 +183,7 @@ pub struct RingHash {
 
 /// Maglev.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Maglev {
     /// Table size (a prime).
     #[serde(default)]
@@ -192,7 +192,7 @@ pub struct Maglev {
 
 /// Connection limits.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ConnectionPoolSettings {
     /// TCP limits.
     #[serde(default)]
@@ -204,7 +204,7 @@ pub struct ConnectionPoolSettings {
 
 /// TCP limits.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TcpSettings {
     /// Most connections to the service.
     #[serde(default)]
@@ -225,7 +225,7 @@ pub struct TcpSettings {
 
 /// TCP keepalive.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TcpKeepalive {
     /// Probes before the connection is dead.
     #[serde(default)]
@@ -240,7 +240,7 @@ pub struct TcpKeepalive {
 
 /// HTTP limits.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpSettings {
     /// Most requests waiting for a connection.
     #[serde(default)]
@@ -270,7 +270,7 @@ pub struct HttpSettings {
 
 /// Ejection of failing endpoints.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct OutlierDetection {
     /// Count local-origin failures separately.
     #[serde(default)]
@@ -303,7 +303,7 @@ pub struct OutlierDetection {
 
 /// TLS from the client to the service.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClientTlsSettings {
     /// Mode.
     #[serde(default)]

@@ -9,7 +9,7 @@ use super::common::Opaque;
 /// Listeners for gateway proxies whose labels match `selector` (Istio `networking.istio.io/v1`
 /// `Gateway`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Gateway {
     /// Ports and the hosts served on each.
     #[serde(default)]
@@ -21,7 +21,7 @@ pub struct Gateway {
 
 /// One listening port and what it serves.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Server {
     /// The port.
     pub port: GatewayPort,
@@ -44,7 +44,7 @@ pub struct Server {
 
 /// A gateway port.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct GatewayPort {
     /// Number.
     pub number: u32,
@@ -60,7 +60,7 @@ pub struct GatewayPort {
 
 /// TLS on a gateway port.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ServerTlsSettings {
     /// Redirect plain HTTP to HTTPS.
     #[serde(default)]

@@ -7,7 +7,7 @@ use super::common::{Opaque, WorkloadSelector};
 /// Limits a sidecar's view of the mesh (Istio `networking.istio.io/v1` `Sidecar`). Without a
 /// `workloadSelector` it is the default of its namespace.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Sidecar {
     /// Workloads this applies to; none: every workload of the namespace without its own.
     #[serde(default)]
@@ -28,7 +28,7 @@ pub struct Sidecar {
 
 /// One egress listener: the hosts reachable (on a port, if given).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct EgressListener {
     /// Port (not supported yet: hosts apply to every port).
     #[serde(default)]
@@ -46,7 +46,7 @@ pub struct EgressListener {
 
 /// What happens to traffic for unknown destinations.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct OutboundTrafficPolicy {
     /// `ALLOW_ANY` or `REGISTRY_ONLY`.
     #[serde(default)]

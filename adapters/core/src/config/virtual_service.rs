@@ -8,7 +8,7 @@ use super::common::{Destination, Duration, Headers, Percent, StringMatch};
 
 /// Routing for one or more hosts (Istio `networking.istio.io/v1` `VirtualService`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct VirtualService {
     /// Hosts the rules apply to; short names are relative to the object's namespace.
     #[serde(default)]
@@ -32,7 +32,7 @@ pub struct VirtualService {
 
 /// One HTTP rule: conditions and what happens to matching requests.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpRoute {
     /// Name, used in route names and stats.
     #[serde(default)]
@@ -86,7 +86,7 @@ pub struct HttpRoute {
 
 /// Conditions on a request; all given ones must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpMatchRequest {
     /// Name, appended to the route name.
     #[serde(default)]
@@ -134,7 +134,7 @@ pub struct HttpMatchRequest {
 
 /// A header or query parameter match: a [`StringMatch`], or `{}` for "present".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HeaderMatch {
     /// Equal to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,7 +149,7 @@ pub struct HeaderMatch {
 
 /// A weighted destination.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpRouteDestination {
     /// Where.
     pub destination: Destination,
@@ -163,7 +163,7 @@ pub struct HttpRouteDestination {
 
 /// A redirect answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpRedirect {
     /// New path.
     #[serde(default)]
@@ -187,7 +187,7 @@ pub struct HttpRedirect {
 
 /// A direct answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpDirectResponse {
     /// Status code.
     pub status: u32,
@@ -198,7 +198,7 @@ pub struct HttpDirectResponse {
 
 /// A direct response body.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpBody {
     /// Text.
     #[serde(default)]
@@ -210,7 +210,7 @@ pub struct HttpBody {
 
 /// Delegation to another VirtualService.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Delegate {
     /// Its name.
     #[serde(default)]
@@ -222,7 +222,7 @@ pub struct Delegate {
 
 /// Rewrites before forwarding.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpRewrite {
     /// Replaces the matched path prefix (or the whole path for an exact match).
     #[serde(default)]
@@ -237,7 +237,7 @@ pub struct HttpRewrite {
 
 /// A regular-expression path rewrite.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RegexRewrite {
     /// The pattern (RE2).
     #[serde(rename = "match")]
@@ -248,7 +248,7 @@ pub struct RegexRewrite {
 
 /// Retries.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpRetry {
     /// Attempts after the first; 0 disables retries.
     #[serde(default)]
@@ -272,7 +272,7 @@ pub struct HttpRetry {
 
 /// Faults to inject.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpFaultInjection {
     /// Delay requests.
     #[serde(default)]
@@ -284,7 +284,7 @@ pub struct HttpFaultInjection {
 
 /// A delay fault.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct FaultDelay {
     /// How long.
     #[serde(default)]
@@ -302,7 +302,7 @@ pub struct FaultDelay {
 
 /// An abort fault.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct FaultAbort {
     /// HTTP status to answer with.
     #[serde(default)]
@@ -320,7 +320,7 @@ pub struct FaultAbort {
 
 /// One of several mirrors.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpMirrorPolicy {
     /// Where.
     pub destination: Destination,
@@ -331,7 +331,7 @@ pub struct HttpMirrorPolicy {
 
 /// CORS.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CorsPolicy {
     /// Allowed origins.
     #[serde(default)]
@@ -361,7 +361,7 @@ pub struct CorsPolicy {
 
 /// A TLS rule, by SNI.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TlsRoute {
     /// Conditions (at least one).
     #[serde(default, rename = "match")]
@@ -373,7 +373,7 @@ pub struct TlsRoute {
 
 /// Conditions on a TLS connection.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TlsMatchAttributes {
     /// SNI names (wildcards allowed).
     #[serde(default)]
@@ -397,7 +397,7 @@ pub struct TlsMatchAttributes {
 
 /// A TCP rule.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TcpRoute {
     /// Conditions (all connections when empty).
     #[serde(default, rename = "match")]
@@ -409,7 +409,7 @@ pub struct TcpRoute {
 
 /// Conditions on a TCP connection.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct L4MatchAttributes {
     /// Destination IPs or CIDRs.
     #[serde(default)]
@@ -430,7 +430,7 @@ pub struct L4MatchAttributes {
 
 /// A weighted destination of a TCP or TLS rule.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RouteDestination {
     /// Where.
     pub destination: Destination,

@@ -1,7 +1,8 @@
 //! A file into configuration objects, each judged: its type read through [`documents::parse`],
-//! its metadata handled as the File registry handles it (lenient, `default` namespace), its
-//! spec strict, and every object checked by [`validate`] plus the rules no spec can break on
-//! its own (a name).
+//! its metadata handled as the File registry handles it (lenient, `default` namespace), the
+//! fields its spec types skipped judged by [`crate::fields`] (Istio's: a warning; a typo: an
+//! error), and every object checked by [`validate`] plus the rules no spec can break on its own
+//! (a name). Documents that do not parse, and security policies, are refused on their own.
 //!
 //! Nothing here logs: the config source logs what it skips and the warnings it finds, the
 //! offline check turns them into report lines, and neither wants the other's output.
@@ -12,10 +13,14 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use wayfinder_registry::RegistryError;
 use wayfinder_registry::config::validate::{self, Problem};
-use wayfinder_registry::config::{ConfigMeta, ConfigObject, ConfigSpec, Kind};
+use wayfinder_registry::config::{ConfigMeta, ConfigObject, ConfigSpec, FieldPath, Kind, Refusal};
 
-use crate::documents::{self, Decode, DocumentError, Origin, TypeMeta};
+use crate::documents::{self, Decode, Head, Origin, TypeMeta};
+use crate::fields;
 use crate::istio::{self, IstioObject, Metadata, Object};
+use crate::keep::ObjectId;
+use crate::security;
+use crate::services::malformed;
 
 /// How objects are validated: [`validate::validate`], or a stand-in in unit tests.
 pub(crate) type Validator = fn(&ConfigObject) -> Vec<Problem>;
@@ -37,6 +42,43 @@ pub(crate) enum Item {
         /// Its type.
         meta: TypeMeta,
     },
+    /// A document refused before it could be judged as an object: it does not parse, or it
+    /// is a security policy, which wayfinder must not ignore and does not enforce yet.
+    Refused(Rejected),
+}
+
+/// A document refused as a whole, and what is known of the object it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Rejected {
+    pub(crate) origin: Origin,
+    /// What could be read of the document.
+    pub(crate) head: Option<Head>,
+    pub(crate) error: RegistryError,
+}
+
+impl Rejected {
+    /// Which object it holds, when that could be read.
+    pub(crate) fn id(&self) -> Option<ObjectId> {
+        self.head.as_ref().and_then(ObjectId::of)
+    }
+
+    /// The entry of the source's refused list.
+    pub(crate) fn refusal(&self) -> Refusal {
+        let head = self.head.as_ref();
+        let text = |s: Option<&String>| s.map(|s| Arc::from(s.as_str()));
+        let namespace = head
+            .and_then(|h| h.name.as_ref().map(|_| h.namespace.as_deref()))
+            .map(|ns| Arc::from(ns.filter(|ns| !ns.is_empty()).unwrap_or("default")));
+        Refusal {
+            file: Arc::from(self.origin.path.display().to_string()),
+            document: Some(self.origin.document),
+            line: Some(self.origin.line),
+            kind: text(head.map(|h| &h.meta.kind)),
+            namespace,
+            name: text(head.and_then(|h| h.name.as_ref())),
+            error: detail(&self.error),
+        }
+    }
 }
 
 /// An object read from a file and checked.
@@ -44,7 +86,8 @@ pub(crate) enum Item {
 pub(crate) struct Judged {
     /// Where it starts.
     pub(crate) origin: Origin,
-    /// The object; its `meta.origin` is `origin` displayed.
+    /// The object; its `meta.origin` is `origin` displayed, its `meta.warnings` the problems
+    /// that are not fatal.
     pub(crate) object: Arc<ConfigObject>,
     /// Every problem found, fatal or not.
     pub(crate) problems: Vec<Problem>,
@@ -73,25 +116,47 @@ impl Judged {
     pub(crate) fn warnings(&self) -> impl Iterator<Item = &Problem> {
         self.problems.iter().filter(|p| !p.fatal)
     }
+
+    /// The entry of the source's refused list, when the object is rejected.
+    pub(crate) fn refusal(&self) -> Option<Refusal> {
+        let err = self.rejection()?;
+        let meta = &self.object.meta;
+        Some(Refusal {
+            file: Arc::from(self.origin.path.display().to_string()),
+            document: Some(self.origin.document),
+            line: Some(self.origin.line),
+            kind: Some(Arc::from(self.object.kind().name())),
+            namespace: Some(meta.namespace.clone()),
+            name: Some(meta.name.clone()),
+            error: detail(&err),
+        })
+    }
 }
 
-/// Reads every object of a file, in file order. Fails as [`documents::parse`] does: the first
-/// document that does not parse (syntax, wrong types, unknown fields) fails the file.
-pub(crate) fn read(
-    path: &std::path::Path,
-    bytes: &[u8],
-    validator: Validator,
-) -> Result<Vec<Item>, DocumentError> {
-    let parsed = documents::parse::<Decoded>(path, bytes)?;
-    let items = parsed.into_iter().map(|item| match item.object {
-        Some(decoded) => Item::Object(judge(item.origin, decoded, validator)),
-        None if IstioObject::accepts(&item.meta) => Item::Registry,
-        None => Item::Unknown {
-            origin: item.origin,
-            meta: item.meta,
+/// Reads every document of a file, in file order: each object judged on its own, each
+/// document that does not parse refused on its own.
+pub(crate) fn read(path: &std::path::Path, bytes: &[u8], validator: Validator) -> Vec<Item> {
+    let documents = documents::parse::<Decoded>(path, bytes);
+    let items = documents.into_iter().map(|document| match document {
+        Err(err) => Item::Refused(Rejected {
+            origin: err.origin.clone(),
+            head: err.head.as_deref().cloned(),
+            error: malformed(err),
+        }),
+        Ok(item) => match item.object {
+            Some(decoded) => Item::Object(judge(item.origin, decoded, &item.skipped, validator)),
+            None if IstioObject::accepts(&item.meta) => Item::Registry,
+            None if security::is_policy(&item.meta) => {
+                let head = item.head();
+                Item::Refused(security::refuse(item.origin, head))
+            }
+            None => Item::Unknown {
+                origin: item.origin,
+                meta: item.meta,
+            },
         },
     });
-    Ok(items.collect())
+    items.collect()
 }
 
 /// What to say about an object nothing in wayfinder reads.
@@ -104,20 +169,33 @@ pub(crate) fn unknown_kind(meta: &TypeMeta) -> String {
     )
 }
 
-/// Builds the object and finds its problems.
-fn judge(origin: Origin, decoded: Decoded, validator: Validator) -> Judged {
+/// An error's text without its origin (which a refusal gives as file, document and line).
+fn detail(err: &RegistryError) -> String {
+    match err {
+        RegistryError::Malformed { detail, .. } => format!("malformed: {detail}"),
+        RegistryError::Invalid { detail, .. } => format!("invalid: {detail}"),
+        RegistryError::Unavailable { detail, .. } => format!("unavailable: {detail}"),
+    }
+}
+
+/// Builds the object and finds its problems: the validator's, the skipped fields' (see
+/// [`crate::fields`]) and a missing name.
+fn judge(origin: Origin, decoded: Decoded, skipped: &[FieldPath], validator: Validator) -> Judged {
     let Decoded { metadata, spec } = decoded;
-    let object = ConfigObject {
+    let mut object = ConfigObject {
         meta: ConfigMeta {
             name: metadata.name.as_str().into(),
             namespace: metadata.namespace().into(),
             labels: metadata.labels.unwrap_or_default(),
             annotations: metadata.annotations.unwrap_or_default(),
             origin: origin.to_string().into(),
+            warnings: Vec::new(),
         },
         spec,
     };
     let mut problems = validator(&object);
+    let fields = fields::judge(object.kind().name(), skipped, &problems);
+    problems.extend(fields);
     // An object without a name has no key to be replaced or removed by. The validator may
     // say so too; one line about it is enough.
     if object.meta.name.is_empty() && !problems.iter().any(|p| p.field == "metadata.name") {
@@ -130,6 +208,11 @@ fn judge(origin: Origin, decoded: Decoded, validator: Validator) -> Judged {
             },
         );
     }
+    object.meta.warnings = problems
+        .iter()
+        .filter(|p| !p.fatal)
+        .map(|p| format!("{}: {}", p.field, p.message))
+        .collect();
     Judged {
         origin,
         object: Arc::new(object),

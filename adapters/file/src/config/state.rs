@@ -1,22 +1,23 @@
 //! The config source's model: the last good version of every object, per file, and the
 //! events that tell the consumer what changed.
 //!
-//! Unlike the File registry, which takes a file whole or not at all, objects here stand on
-//! their own: a `VirtualService` that one edit breaks should not take the file's other routes
-//! back to their state of an hour ago, and a valid one should not wait for its neighbour to be
-//! fixed. A file that does not parse at all gives no object to judge, so it keeps everything.
+//! Objects stand on their own ([`crate::keep`]): a `VirtualService` that one edit breaks
+//! should not take the file's other routes back to their state of an hour ago, and a valid one
+//! should not wait for its neighbour to be fixed. What is refused now, per file, is kept too,
+//! and sent as [`ConfigEvent::Refused`] whenever it changes.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::sync::Arc;
 
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject};
+use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, Refusal};
 
 use super::decode::{self, Item, Judged, Validator};
 use crate::documents::Origin;
+use crate::keep::{self, ObjectId, Read};
 use crate::runner::{FileKey, Model};
-use crate::services::malformed;
+use crate::security;
 
 /// An object in force, and where it was read.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,6 +40,19 @@ impl Duplicate {
     pub(crate) fn message(&self) -> String {
         format!("duplicate {}, first defined at {}", self.key, self.first)
     }
+
+    /// The entry of the source's refused list.
+    fn refusal(&self) -> Refusal {
+        Refusal {
+            file: Arc::from(self.origin.path.display().to_string()),
+            document: Some(self.origin.document),
+            line: Some(self.origin.line),
+            kind: Some(Arc::from(self.key.kind.name())),
+            namespace: Some(self.key.namespace.clone()),
+            name: Some(self.key.name.clone()),
+            error: format!("invalid: {}", self.message()),
+        }
+    }
 }
 
 impl From<Duplicate> for RegistryError {
@@ -58,7 +72,11 @@ pub(crate) struct ConfigState {
     validator: Validator,
     /// Objects in force, per file in precedence order, each in document order.
     files: BTreeMap<FileKey, Vec<Located>>,
+    /// What each file's documents had refused when it was last read.
+    refused: BTreeMap<FileKey, Vec<Refusal>>,
     view: View,
+    /// The refused list the consumer was last sent.
+    told: Vec<Refusal>,
 }
 
 impl ConfigState {
@@ -66,8 +84,20 @@ impl ConfigState {
         Self {
             validator,
             files: BTreeMap::new(),
+            refused: BTreeMap::new(),
             view: View::new(),
+            told: Vec::new(),
         }
+    }
+
+    /// Everything refused now, by file and document.
+    fn refusals(&self, duplicates: &[Duplicate]) -> Vec<Refusal> {
+        let files = self.refused.values().flatten().cloned();
+        let mut all: Vec<Refusal> = files
+            .chain(duplicates.iter().map(Duplicate::refusal))
+            .collect();
+        all.sort_by(|a, b| (&a.file, a.document, a.line).cmp(&(&b.file, b.document, b.line)));
+        all
     }
 }
 
@@ -77,32 +107,69 @@ impl Model for ConfigState {
     fn apply(&mut self, file: &FileKey, bytes: Option<&[u8]>) -> Vec<RegistryError> {
         let Some(bytes) = bytes else {
             self.files.remove(file);
+            self.refused.remove(file);
             return Vec::new();
         };
-        let items = match decode::read(&file.1, bytes, self.validator) {
-            Ok(items) => items,
-            // Nothing to judge object by object: everything the file had stays.
-            Err(err) => return vec![malformed(err)],
-        };
-        let mut previous = self.files.remove(file).unwrap_or_default();
-        let mut kept = Vec::new();
+        let mut read = Vec::new();
+        let mut refused = Vec::new();
         let mut errors = Vec::new();
-        for item in items {
+        for item in decode::read(&file.1, bytes, self.validator) {
             match item {
-                Item::Object(judged) => errors.extend(keep(judged, &mut previous, &mut kept)),
+                Item::Object(judged) => {
+                    log_warnings(&judged);
+                    let id = id_of(&judged.object);
+                    match (judged.rejection(), judged.refusal()) {
+                        (Some(err), Some(refusal)) => {
+                            read.push(Read::Refused(Some(id)));
+                            refused.push(refusal);
+                            errors.push(err);
+                        }
+                        _ => read.push(Read::Good(
+                            id,
+                            Located {
+                                origin: judged.origin,
+                                object: judged.object,
+                            },
+                        )),
+                    }
+                }
                 Item::Registry => {}
                 Item::Unknown { origin, meta } => {
                     tracing::warn!("{origin}: {}", decode::unknown_kind(&meta));
                 }
+                Item::Refused(rejected) => {
+                    if rejected
+                        .head
+                        .as_ref()
+                        .is_some_and(|h| security::is_policy(&h.meta))
+                    {
+                        tracing::error!("{}", rejected.error);
+                    }
+                    read.push(Read::Refused(rejected.id()));
+                    refused.push(rejected.refusal());
+                    errors.push(rejected.error);
+                }
             }
         }
-        self.files.insert(file.clone(), kept);
+        let previous = self.files.remove(file).unwrap_or_default();
+        let previous = previous
+            .into_iter()
+            .map(|l| (id_of(&l.object), l))
+            .collect();
+        let kept = keep::keep(previous, read);
+        self.files
+            .insert(file.clone(), kept.into_iter().map(|(_, l)| l).collect());
+        if refused.is_empty() {
+            self.refused.remove(file);
+        } else {
+            self.refused.insert(file.clone(), refused);
+        }
         errors
     }
 
     fn commit(&mut self, first: bool) -> (Vec<ConfigEvent>, Vec<RegistryError>) {
         let (view, duplicates) = compose(self.files.values().flatten());
-        let events = if first {
+        let mut events = if first {
             vec![ConfigEvent::Reset(view.values().cloned().collect())]
         } else {
             diff(&self.view, &view)
@@ -110,12 +177,26 @@ impl Model for ConfigState {
         // The new objects are kept even when unchanged in content, so that the next event
         // about one carries where it is now.
         self.view = view;
+        let refused = self.refusals(&duplicates);
+        if refused != self.told {
+            events.push(ConfigEvent::Refused(refused.clone()));
+            self.told = refused;
+        }
         (events, duplicates.into_iter().map(Into::into).collect())
     }
 
     fn recovered() -> ConfigEvent {
         ConfigEvent::Recovered
     }
+}
+
+/// Which object a config object is, in the terms of [`crate::keep`].
+fn id_of(object: &ConfigObject) -> ObjectId {
+    ObjectId::new(
+        object.kind().name(),
+        &object.meta.namespace,
+        &object.meta.name,
+    )
 }
 
 /// The objects in force, the first of each key winning (in the order given: precedence of
@@ -175,39 +256,15 @@ fn file_of(origin: &str) -> &str {
         .map_or(origin, |(path, _)| path)
 }
 
-/// Equal in everything but where they were read.
+/// Equal in everything but where they were read (warnings included: a field Istio defines
+/// and wayfinder ignores is in no spec, and adding one should show on debug pages).
 pub(crate) fn same_content(a: &ConfigObject, b: &ConfigObject) -> bool {
     a.spec == b.spec
+        && a.meta.warnings == b.meta.warnings
         && a.meta.name == b.meta.name
         && a.meta.namespace == b.meta.namespace
         && a.meta.labels == b.meta.labels
         && a.meta.annotations == b.meta.annotations
-}
-
-/// Decides what stands for one object of a file read again: the object when it is accepted,
-/// else its last good version from the file's `previous` objects, if any. Returns why it was
-/// rejected.
-fn keep(
-    judged: Judged,
-    previous: &mut Vec<Located>,
-    kept: &mut Vec<Located>,
-) -> Option<RegistryError> {
-    log_warnings(&judged);
-    let key = judged.object.key();
-    let Some(err) = judged.rejection() else {
-        // A later broken copy of this key in the file must not bring back the old version.
-        previous.retain(|p| p.object.key() != key);
-        kept.push(Located {
-            origin: judged.origin,
-            object: judged.object,
-        });
-        return None;
-    };
-    if let Some(i) = previous.iter().position(|p| p.object.key() == key) {
-        tracing::warn!("{err}; keeping the last good version of {key}");
-        kept.push(previous.remove(i));
-    }
-    Some(err)
 }
 
 fn log_warnings(judged: &Judged) {

@@ -79,6 +79,48 @@ impl Fixture {
     fn commit(&mut self, first: bool) -> (Vec<ConfigEvent>, Vec<RegistryError>) {
         self.state.commit(first)
     }
+
+    /// The events of a commit but for the refused list, and the list when it was sent:
+    /// `(document, name)` of each refusal.
+    #[allow(clippy::type_complexity)]
+    fn changes(
+        &mut self,
+    ) -> (
+        Vec<ConfigEvent>,
+        Option<Vec<(Option<usize>, Option<String>)>>,
+    ) {
+        let (events, _) = self.commit(false);
+        split(events)
+    }
+}
+
+/// Events but for `Refused`, and the refused list's `(document, name)`s when one was sent.
+#[allow(clippy::type_complexity)]
+fn split(
+    events: Vec<ConfigEvent>,
+) -> (
+    Vec<ConfigEvent>,
+    Option<Vec<(Option<usize>, Option<String>)>>,
+) {
+    let mut refused = None;
+    let mut rest = Vec::new();
+    for event in events {
+        match event {
+            ConfigEvent::Refused(list) => {
+                let list = list
+                    .iter()
+                    .map(|r| (r.document, r.name.as_deref().map(str::to_string)))
+                    .collect();
+                refused = Some(list);
+            }
+            other => rest.push(other),
+        }
+    }
+    (rest, refused)
+}
+
+fn named(document: usize, name: &str) -> (Option<usize>, Option<String>) {
+    (Some(document), Some(name.to_string()))
 }
 
 #[test]
@@ -151,42 +193,57 @@ fn a_rejected_object_keeps_its_last_good_version_until_fixed_or_deleted() {
     );
     let (events, composed) = f.commit(false);
     assert!(composed.is_empty());
+    let (events, refused) = split(events);
     let [ConfigEvent::Upsert(one)] = &events[..] else {
         panic!("{events:?}")
     };
     assert_eq!(hosts(one), vec!["uno.example.com"]);
+    assert_eq!(
+        refused,
+        Some(vec![named(2, "two")]),
+        "refused with its document"
+    );
 
-    // Fixed as it was: nothing changed for the consumer.
+    // Fixed as it was: nothing changed for the consumer but the refused list, now empty.
     let fixed = format!(
         "{}---\n{}",
         vs("one", "uno.example.com", ""),
         vs("two", "two.example.com", "")
     );
     assert_eq!(f.apply(&a, Some(&fixed)), vec![]);
-    assert_eq!(f.commit(false), (vec![], vec![]));
+    assert_eq!(f.changes(), (vec![], Some(vec![])));
 
     // Broken again, then deleted from the file while broken: removed.
     f.apply(&a, Some(&edited));
-    assert_eq!(f.commit(false).0, vec![]);
+    assert_eq!(f.changes(), (vec![], Some(vec![named(2, "two")])));
     assert_eq!(f.apply(&a, Some(&vs("one", "uno.example.com", ""))), vec![]);
-    assert_eq!(f.commit(false).0, vec![ConfigEvent::Remove(key("two"))]);
+    let removed = (vec![ConfigEvent::Remove(key("two"))], Some(vec![]));
+    assert_eq!(f.changes(), removed);
 
     // A new object that is broken from the start is not used at all.
     let errors = f.apply(&a, Some(&edited));
     assert_eq!(errors.len(), 1);
-    assert_eq!(f.commit(false).0, vec![]);
+    assert_eq!(f.changes(), (vec![], Some(vec![named(2, "two")])));
 
-    // Deleting the file removes what it had.
+    // Deleting the file removes what it had, and what it had refused.
     assert_eq!(f.apply(&a, None), vec![]);
-    assert_eq!(f.commit(false).0, vec![ConfigEvent::Remove(key("one"))]);
+    let removed = (vec![ConfigEvent::Remove(key("one"))], Some(vec![]));
+    assert_eq!(f.changes(), removed);
 }
 
 #[test]
-fn a_file_that_does_not_parse_keeps_all_its_objects() {
+fn a_document_that_does_not_parse_costs_only_itself() {
     let mut f = Fixture::new();
     let a = file(0, "vs.yaml");
-    f.apply(&a, Some(&vs("one", "one.example.com", "")));
+    let two = format!(
+        "{}---\n{}",
+        vs("one", "one.example.com", ""),
+        vs("two", "two.example.com", "")
+    );
+    f.apply(&a, Some(&two));
     f.commit(true);
+    // `one` changes; the second document breaks so that it does not say which object it
+    // holds: `two`, the object it may have been, stays.
     let bad = format!(
         "{}---\nkind: [unclosed\n",
         vs("one", "changed.example.com", "")
@@ -199,7 +256,12 @@ fn a_file_that_does_not_parse_keeps_all_its_objects() {
         origin.starts_with("/cfg/vs.yaml: document 2 (line "),
         "{origin}"
     );
-    assert_eq!(f.commit(false), (vec![], vec![]));
+    let (events, refused) = f.changes();
+    let [ConfigEvent::Upsert(one)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(hosts(one), vec!["changed.example.com"]);
+    assert_eq!(refused, Some(vec![(Some(2), None)]));
 
     let wrong_type = vs("one", "one.example.com", "").replace(
         "hosts: [one.example.com]",
@@ -211,7 +273,11 @@ fn a_file_that_does_not_parse_keeps_all_its_objects() {
     };
     assert_eq!(origin, "/cfg/vs.yaml: document 1 (line 8)");
     assert!(detail.contains("invalid i32"), "{detail}");
-    assert_eq!(f.commit(false), (vec![], vec![]));
+    // A wrong type still says which object it is: `one` keeps its last good version, and
+    // `two`, gone from a file that now parses up to its objects' names, is removed.
+    let (events, refused) = f.changes();
+    assert_eq!(events, vec![ConfigEvent::Remove(key("two"))]);
+    assert_eq!(refused, Some(vec![named(1, "one")]));
 }
 
 #[test]
@@ -255,10 +321,12 @@ fn the_first_of_two_objects_with_one_key_wins_and_the_other_is_reported() {
     f.apply(&a, Some(&vs("dup", "a.example.com", "")));
     f.apply(&b, Some(&vs("dup", "b.example.com", "")));
     let (events, errors) = f.commit(true);
+    let (events, refused) = split(events);
     let [ConfigEvent::Reset(objects)] = &events[..] else {
         panic!("{events:?}")
     };
     assert_eq!(hosts(&objects[0]), vec!["a.example.com"]);
+    assert_eq!(refused, Some(vec![named(1, "dup")]));
     assert_eq!(
         errors,
         vec![RegistryError::Invalid {
@@ -273,6 +341,8 @@ fn the_first_of_two_objects_with_one_key_wins_and_the_other_is_reported() {
     f.apply(&a, None);
     let (events, errors) = f.commit(false);
     assert!(errors.is_empty());
+    let (events, refused) = split(events);
+    assert_eq!(refused, Some(vec![]));
     let [ConfigEvent::Upsert(dup)] = &events[..] else {
         panic!("{events:?}")
     };
@@ -294,6 +364,8 @@ fn warnings_do_not_reject_and_unnamed_objects_do() {
     };
     assert!(detail.contains("metadata.name: "), "{detail}");
     let (events, _) = f.commit(true);
+    let (events, refused) = split(events);
+    assert_eq!(refused, Some(vec![named(2, "")]));
     let [ConfigEvent::Reset(objects)] = &events[..] else {
         panic!("{events:?}")
     };
@@ -333,7 +405,7 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: cm}
 ";
-    let items = decode::read(Path::new("x.yaml"), text.as_bytes(), stand_in).unwrap();
+    let items = decode::read(Path::new("x.yaml"), text.as_bytes(), stand_in);
     let [
         Item::Object(dr),
         Item::Object(gw),
@@ -355,8 +427,36 @@ metadata: {name: cm}
         "{warning}"
     );
 
-    let strict = text.replace("host: reviews", "host: reviews\n  hostt: typo");
-    let err = decode::read(Path::new("x.yaml"), strict.as_bytes(), stand_in).unwrap_err();
-    assert!(err.message.contains("hostt"), "{err}");
-    assert_eq!((err.origin.document, err.origin.line), (1, 10));
+    // A field nobody defines rejects its object alone; one Istio defines is a warning.
+    let strict = text
+        .replace("host: reviews", "host: reviews\n  hostt: typo")
+        .replace("{name: gw}\nspec:\n", "{name: gw}\nspec:\n  colour: red\n");
+    let items = decode::read(Path::new("x.yaml"), strict.as_bytes(), stand_in);
+    let [Item::Object(dr), Item::Object(gw), ..] = &items[..] else {
+        panic!("{items:#?}")
+    };
+    let err = dr
+        .rejection()
+        .expect("the typo rejects the DestinationRule");
+    assert!(
+        err.to_string().contains("spec.hostt: unknown field"),
+        "{err}"
+    );
+    assert!(gw.rejection().is_some(), "{:?}", gw.problems);
+    let istio = text.replace(
+        "host: reviews",
+        "host: reviews\n  trafficPolicy:\n    connectionPool:\n      http:\n        http2KeepAlive: {interval: 15s}",
+    );
+    let items = decode::read(Path::new("x.yaml"), istio.as_bytes(), stand_in);
+    let [Item::Object(dr), ..] = &items[..] else {
+        panic!("{items:#?}")
+    };
+    assert_eq!(dr.rejection(), None);
+    assert_eq!(
+        dr.object.meta.warnings,
+        [
+            "spec.trafficPolicy.connectionPool.http.http2KeepAlive: not supported yet: wayfinder \
+          ignores this field"
+        ]
+    );
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use wayfinder_registry::{Health, ServiceKey};
 
 use super::*;
-use crate::services::load;
+use crate::services::load_whole as load;
 use crate::view::{FileContents, compose};
 
 fn contents(name: &str, text: &str) -> Result<FileContents, RegistryError> {
@@ -245,11 +245,14 @@ fn endpoints_and_a_workload_selector_together_are_refused() {
 #[test]
 fn unknown_spec_fields_are_errors_that_name_the_field() {
     let err = error(&entry("networking.istio.io/v1", "  resolutoin: DNS\n"));
-    assert!(matches!(err, RegistryError::Malformed { .. }), "{err}");
+    assert!(matches!(err, RegistryError::Invalid { .. }), "{err}");
     let shown = err.to_string();
-    assert!(shown.contains("resolutoin"), "{shown}");
     assert!(
-        shown.starts_with("bad.yaml: document 1 (line 8): malformed:"),
+        shown.contains("spec.resolutoin: unknown field: Istio's ServiceEntry defines no such"),
+        "{shown}"
+    );
+    assert!(
+        shown.starts_with("bad.yaml: document 1 (line 1): invalid: ServiceEntry default/e:"),
         "{shown}"
     );
 

@@ -12,24 +12,24 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
-use super::{Decode, One, TypeMeta};
+use super::{Decode, Decoded, One, TypeMeta, head};
 
 /// The first pass: the type and position of every item.
 #[derive(Deserialize)]
 pub(super) struct ListHead {
     /// `None` for a list without items or with `items: null`.
-    pub(super) items: Option<Vec<Spanned<TypeMeta>>>,
+    pub(super) items: Option<Vec<Spanned<head::Raw>>>,
 }
 
 /// The second pass over the whole list document: decodes `items`, ignores the rest
 /// (`apiVersion`, `kind`, `metadata`).
 pub(super) struct ListSeed<'a, T> {
-    items: &'a [Spanned<TypeMeta>],
+    items: &'a [&'a TypeMeta],
     decoded: PhantomData<T>,
 }
 
 impl<'a, T> ListSeed<'a, T> {
-    pub(super) fn new(items: &'a [Spanned<TypeMeta>]) -> Self {
+    pub(super) fn new(items: &'a [&'a TypeMeta]) -> Self {
         Self {
             items,
             decoded: PhantomData,
@@ -38,7 +38,7 @@ impl<'a, T> ListSeed<'a, T> {
 }
 
 impl<'de, T: Decode> DeserializeSeed<'de> for ListSeed<'_, T> {
-    type Value = Vec<Option<T>>;
+    type Value = Vec<Decoded<T>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
@@ -46,7 +46,7 @@ impl<'de, T: Decode> DeserializeSeed<'de> for ListSeed<'_, T> {
 }
 
 impl<'de, T: Decode> Visitor<'de> for ListSeed<'_, T> {
-    type Value = Vec<Option<T>>;
+    type Value = Vec<Decoded<T>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a Kubernetes List object")
@@ -70,12 +70,12 @@ impl<'de, T: Decode> Visitor<'de> for ListSeed<'_, T> {
 
 /// The `items` sequence, each element decoded according to the type found in the first pass.
 struct Items<'a, T> {
-    items: &'a [Spanned<TypeMeta>],
+    items: &'a [&'a TypeMeta],
     decoded: PhantomData<T>,
 }
 
 impl<'de, T: Decode> DeserializeSeed<'de> for Items<'_, T> {
-    type Value = Vec<Option<T>>;
+    type Value = Vec<Decoded<T>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
@@ -83,7 +83,7 @@ impl<'de, T: Decode> DeserializeSeed<'de> for Items<'_, T> {
 }
 
 impl<'de, T: Decode> Visitor<'de> for Items<'_, T> {
-    type Value = Vec<Option<T>>;
+    type Value = Vec<Decoded<T>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a sequence of Kubernetes objects")
@@ -96,7 +96,7 @@ impl<'de, T: Decode> Visitor<'de> for Items<'_, T> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut objects = Vec::with_capacity(self.items.len());
         loop {
-            let meta = self.items.get(objects.len()).map(|item| &item.value);
+            let meta = self.items.get(objects.len()).copied();
             let seed = One::<T> {
                 meta,
                 decoded: PhantomData,

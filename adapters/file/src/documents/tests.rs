@@ -43,8 +43,11 @@ fn thing(name: &str, size: u16) -> String {
     )
 }
 
+/// Every object, or the first document's error.
 fn parse_str(path: &str, text: &str) -> Result<Vec<Parsed<Thing>>, DocumentError> {
     parse(Path::new(path), text.as_bytes())
+        .into_iter()
+        .collect()
 }
 
 /// (document, line, name or None when declined) of each parsed object.
@@ -222,7 +225,88 @@ fn empty_and_null_documents_yield_nothing() {
 fn invalid_utf8_is_an_error_with_its_line() {
     let mut bytes = format!("{}---\n", thing("a", 1)).into_bytes();
     bytes.extend_from_slice(b"kind: \xff\n");
-    let err = parse::<Thing>(Path::new("x.yaml"), &bytes).unwrap_err();
-    assert_eq!(err.origin.line, 8, "{err}");
+    bytes.extend_from_slice(format!("---\n{}", thing("c", 3)).as_bytes());
+    let outcomes = parse::<Thing>(Path::new("x.yaml"), &bytes);
+    assert_eq!(outcomes.len(), 3);
+    let err = outcomes[1].as_ref().unwrap_err();
+    assert_eq!((err.origin.document, err.origin.line), (2, 8), "{err}");
     assert!(err.message.contains("UTF-8"), "{err}");
+    // The documents around it are read: bad bytes cost only their own document.
+    let names: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok()?.object.as_ref())
+        .map(|t| t.metadata.name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "c"]);
+}
+
+#[test]
+fn each_document_stands_on_its_own() {
+    let wrong_type = thing("b", 2).replace("size: 2", "size: big");
+    let text = format!(
+        "{}---\nkind: [unclosed\n---\n{wrong_type}---\n{}",
+        thing("a", 1),
+        thing("d", 4)
+    );
+    let outcomes = parse::<Thing>(Path::new("x.yaml"), text.as_bytes());
+    let shown: Vec<String> = outcomes
+        .iter()
+        .map(|o| match o {
+            Ok(p) => format!("ok {}", p.object.as_ref().unwrap().metadata.name),
+            Err(e) => format!("error in document {}", e.origin.document),
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        ["ok a", "error in document 2", "error in document 3", "ok d"]
+    );
+    // A syntax error says nothing of the object; a wrong type still tells which object it is.
+    assert_eq!(outcomes[1].as_ref().unwrap_err().head, None);
+    let head = outcomes[2].as_ref().unwrap_err().head.clone().unwrap();
+    assert_eq!(
+        (head.meta.kind.as_str(), head.name.as_deref()),
+        ("Thing", Some("b"))
+    );
+}
+
+/// A test kind whose types skip what they do not model.
+#[derive(Debug, PartialEq, Deserialize)]
+struct Loose {
+    spec: LooseSpec,
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+struct LooseSpec {
+    size: u16,
+    #[serde(default)]
+    parts: Vec<LooseSpec>,
+}
+
+impl Decode for Loose {
+    fn accepts(meta: &TypeMeta) -> bool {
+        meta.kind == "Loose"
+    }
+
+    fn decode<'de, D: Deserializer<'de>>(_: &TypeMeta, de: D) -> Result<Self, D::Error> {
+        Loose::deserialize(de)
+    }
+}
+
+#[test]
+fn skipped_fields_are_listed_with_their_paths() {
+    let text = "apiVersion: v1\nkind: Loose\nmetadata: {name: l, uid: x}\nspec:\n  size: 1\n  colour: red\n  parts:\n  - {size: 2, shape: {round: true}}\n";
+    let outcomes = parse::<Loose>(Path::new("x.yaml"), text.as_bytes());
+    let parsed = outcomes[0].as_ref().unwrap();
+    let skipped: Vec<String> = parsed.skipped.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        skipped,
+        [
+            "apiVersion",
+            "kind",
+            "metadata",
+            "spec.colour",
+            "spec.parts[0].shape"
+        ]
+    );
+    assert_eq!(parsed.name.as_deref(), Some("l"));
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use wayfinder_registry::Protocol;
 
 use super::*;
-use crate::services::load;
+use crate::services::load_whole as load;
 
 /// Files in precedence order: `(configured path index, file name, text)`.
 fn files(list: &[(usize, &str, &str)]) -> BTreeMap<FileKey, FileContents> {

@@ -66,6 +66,7 @@ async fn an_invalid_object_is_an_error_item_and_an_event_and_keeps_its_last_good
     assert_eq!(items.reset().await.len(), 2);
 
     let version = fake.apply(virtual_service("reviews", 120));
+    assert_eq!(items.refused().await, ["reviews"]);
     let err = items.error().await;
     let RegistryError::Invalid { origin, detail } = &err else {
         panic!("expected Invalid, got {err:?}");
@@ -176,6 +177,8 @@ async fn a_source_for_one_namespace_reads_only_that_namespace() {
 
 /// The next item rejects the VirtualService `name`, and the fake receives one Event about it.
 async fn rejected_with_one_event(items: &mut Items<ConfigEvent>, fake: &FakeApiServer, name: &str) {
+    let refused = items.refused().await;
+    assert!(refused.iter().any(|n| n == name), "{refused:?}");
     let err = items.error().await;
     assert_eq!(err.origin(), vs_origin(name));
     let what = format!("{name}'s Event");

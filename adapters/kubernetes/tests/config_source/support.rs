@@ -122,6 +122,17 @@ impl<E: Debug> Items<E> {
 }
 
 impl Items<ConfigEvent> {
+    /// The next item, which must be the source's refused list: the names in it.
+    pub async fn refused(&mut self) -> Vec<String> {
+        match self.next().await {
+            Ok(ConfigEvent::Refused(list)) => list
+                .iter()
+                .map(|r| r.name.as_deref().unwrap_or_default().to_string())
+                .collect(),
+            other => panic!("expected a refused list, got {other:?}"),
+        }
+    }
+
     /// The first item, which must be a Reset.
     pub async fn reset(&mut self) -> Vec<std::sync::Arc<ConfigObject>> {
         match self.next().await {
