@@ -1,7 +1,7 @@
 //! The command line: `wayfinder discovery`, `wayfinder version`, `wayfinder request`.
 //!
 //! Flags are kebab-case; pilot-discovery's camelCase spellings are accepted as aliases
-//! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--log_output_level`), and the debounce
+//! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--log_output_level`, `--log_as_json`), and the debounce
 //! settings also read Istio's `PILOT_DEBOUNCE_AFTER` / `PILOT_DEBOUNCE_MAX` environment variables.
 
 use std::net::SocketAddr;
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::logging::{LevelError, LogLevel};
 use crate::registries::Kind;
 
 /// Command-line interface.
@@ -274,17 +275,41 @@ impl KubernetesArgs {
 /// Logging flags.
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Log level (error, warn, info, debug, trace) or a tracing filter such as
-    /// `info,wayfinder::xds=debug`; `RUST_LOG` overrides it.
+    /// istiod's `scope:level,…` (`default:info`, `ads:debug`; levels debug, info, warn,
+    /// error, fatal, none) or a tracing filter such as `info,wayfinder::xds=debug`; a value
+    /// in neither form is refused. `RUST_LOG` overrides it. See `wayfinder::logging::level`.
     #[arg(
         long = "log-level",
         visible_alias = "log_output_level",
-        default_value = "info"
+        default_value = "info",
+        value_name = "LEVEL",
+        value_parser = parse_log_level
     )]
-    pub level: String,
+    pub level: LogLevel,
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
     pub format: LogFormat,
+    /// istiod's spelling of `--log-format json`.
+    #[arg(
+        long = "log_as_json",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub as_json: bool,
+}
+
+impl LogArgs {
+    /// The format: JSON with `--log-format json` or `--log_as_json`.
+    pub fn format(&self) -> LogFormat {
+        if self.as_json {
+            LogFormat::Json
+        } else {
+            self.format
+        }
+    }
 }
 
 /// Log output format.
@@ -304,6 +329,12 @@ pub struct RequestArgs {
     /// The server's debug address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
+}
+
+fn parse_log_level(s: &str) -> Result<LogLevel, String> {
+    s.parse().map_err(|e: LevelError| {
+        format!("{e}; expected istiod's SCOPE:LEVEL,… (default:info) or a tracing filter (info,wayfinder::xds=debug)")
+    })
 }
 
 fn parse_kind(s: &str) -> Result<Kind, String> {
@@ -391,13 +422,41 @@ mod tests {
         };
         assert_eq!(d.registries, [Kind::Mock, Kind::File]);
         assert_eq!(d.grpc_addr.port(), 0);
-        assert_eq!(d.log.level, "debug");
+        assert_eq!(d.log.level.filter, "debug");
         assert!(d.debounce_leading, "the leading edge is the default");
         let limits = d.limits();
         assert_eq!(limits, crate::xds::ads::Limits::default());
         let err = Cli::try_parse_from(["wayfinder", "discovery", "--registries", "Zookeeper"])
             .unwrap_err();
         assert!(err.to_string().contains("unknown registry"), "{err}");
+    }
+
+    #[test]
+    fn istiod_log_flags() {
+        let log = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["wayfinder", "discovery"].iter().chain(args)).unwrap();
+            let Command::Discovery(d) = cli.command else {
+                panic!("expected discovery")
+            };
+            d.log
+        };
+        let l = log(&[
+            "--log_output_level",
+            "default:info,ads:debug",
+            "--log_as_json",
+        ]);
+        assert!(l.level.filter.starts_with("info,wayfinder::xds::ads=debug"));
+        assert_eq!(l.format(), LogFormat::Json);
+        assert_eq!(log(&["--log_as_json=false"]).format(), LogFormat::Text);
+        assert_eq!(log(&["--log-format", "json"]).format(), LogFormat::Json);
+        assert_eq!(log(&[]).format(), LogFormat::Text);
+        let err = Cli::try_parse_from(["wayfinder", "discovery", "--log_output_level", "loud"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--log-level") && err.contains("\"loud\" is neither a level"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,15 +1,12 @@
 //! The `wayfinder` binary: parses the command line and runs a subcommand.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 use wayfinder::aggregate::{Debounce, Settings};
 use wayfinder::cli::{
-    Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, LogFormat, RequestArgs,
-    ValidateArgs,
+    Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, RequestArgs, ValidateArgs,
 };
 use wayfinder::{registries, server};
 
@@ -137,20 +134,10 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
+/// Installs the logger; see [`wayfinder::logging`] for the level syntax and why neither
+/// format lets a client forge a line.
 fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(v) if !v.is_empty() => EnvFilter::try_new(v),
-        _ => EnvFilter::try_new(&log.level),
-    }
-    .with_context(|| format!("invalid --log-level {:?}", log.level))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match log.format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
+    wayfinder::logging::init(log)?;
     Ok(())
 }
 

@@ -16,6 +16,8 @@
 //!   route moves without loss, cluster changes without warming.
 //! - `limits`: the new-stream rate limit and the maximum connection age, with raw clients
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
+//! - `logging`: client text in text and JSON logs, istiod's `--log_output_level` and
+//!   `--log_as_json`, a closed standard error.
 //! - `bad_input`: malformed files and failing registries against the binary.
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
@@ -39,6 +41,7 @@ mod grpc;
 mod grpc_routing;
 mod kubernetes;
 mod limits;
+mod logging;
 mod support;
 mod tools;
 mod vm_registries;

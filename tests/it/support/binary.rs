@@ -18,6 +18,7 @@ pub(crate) struct Wayfinder {
     pub(crate) http: SocketAddr,
     pub(crate) monitoring: SocketAddr,
     logs: Arc<Mutex<Vec<Value>>>,
+    raw: Arc<Mutex<Vec<String>>>,
     logged: Arc<Notify>,
 }
 
@@ -52,7 +53,8 @@ impl Wayfinder {
 
     /// [`Wayfinder::start`] with ADS on `grpc` (to restart a server on the same address).
     pub(crate) async fn start_at(grpc: &str, args: &[&str]) -> Self {
-        let mut child = Command::new(path())
+        let mut command = Command::new(path());
+        command
             .arg("discovery")
             .args(["--grpc-addr", grpc])
             .args(&LOOPBACK[2..])
@@ -62,7 +64,15 @@ impl Wayfinder {
                 "--log-level",
                 "info,wayfinder=debug",
             ])
-            .args(args)
+            .args(args);
+        Self::spawn(command).await
+    }
+
+    /// Runs `command`, which must start `wayfinder discovery` with `--log-format json` (perhaps
+    /// through a wrapper that execs it, such as `ip netns exec`, so that the child's pid is
+    /// the server's), and waits until it logged the three addresses it bound.
+    pub(crate) async fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -71,12 +81,14 @@ impl Wayfinder {
             .expect("start the wayfinder binary");
         let stderr = child.stderr.take().expect("piped stderr");
         let logs = Arc::new(Mutex::new(Vec::new()));
+        let raw = Arc::new(Mutex::new(Vec::new()));
         let logged = Arc::new(Notify::new());
-        let (sink, notify) = (logs.clone(), logged.clone());
+        let (sink, raw_sink, notify) = (logs.clone(), raw.clone(), logged.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
+                raw_sink.lock().unwrap().push(line);
                 sink.lock().unwrap().push(value);
                 notify.notify_waiters();
             }
@@ -87,6 +99,7 @@ impl Wayfinder {
             http: unspecified(),
             monitoring: unspecified(),
             logs,
+            raw,
             logged,
         };
         w.grpc = w.bound("grpc").await;
@@ -150,6 +163,11 @@ impl Wayfinder {
                 );
             }
         }
+    }
+
+    /// Every line logged so far, as written.
+    pub(crate) fn raw_logs(&self) -> Vec<String> {
+        self.raw.lock().unwrap().clone()
     }
 
     /// GETs a debug path; returns the status and body.
