@@ -35,6 +35,7 @@ async fn main() -> anyhow::Result<()> {
         http_addr: "127.0.0.1:8080".parse()?,
         monitoring_addr: "127.0.0.1:9093".parse()?,
         ready_requires_healthy: false,
+        debug_token: None,
         limits: Default::default(),
     })
     .await?;

@@ -76,6 +76,11 @@ pub struct Discovery {
     /// Debug HTTP listen address (`/ready`, `/debug/*`).
     #[arg(long = "http-addr", visible_alias = "httpAddr", default_value = ":8080", value_parser = parse_addr)]
     pub http_addr: SocketAddr,
+    /// A file holding the bearer token that lets peers other than loopback read `/debug/*`
+    /// (`Authorization: Bearer TOKEN`); read at start, and the server refuses to start when
+    /// it is unreadable or empty. Without it only loopback peers may read them.
+    #[arg(long = "debug-token-file", value_name = "PATH")]
+    pub debug_token_file: Option<PathBuf>,
     /// Monitoring listen address (`/metrics`, `/version`).
     #[arg(long = "monitoring-addr", visible_alias = "monitoringAddr", default_value = ":9093", value_parser = parse_addr)]
     pub monitoring_addr: SocketAddr,
@@ -329,6 +334,10 @@ pub struct RequestArgs {
     /// The server's debug address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
+    /// A file holding the token of the server's `--debug-token-file`, sent as a bearer
+    /// token: needed from another host.
+    #[arg(long = "token-file", value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
 }
 
 fn parse_log_level(s: &str) -> Result<LogLevel, String> {

@@ -8,6 +8,8 @@ use wayfinder::aggregate::{Debounce, Settings};
 use wayfinder::cli::{
     Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, RequestArgs, ValidateArgs,
 };
+use wayfinder::debug::DebugToken;
+use wayfinder::debug::trust::read_token_file;
 use wayfinder::{registries, server};
 
 #[tokio::main]
@@ -74,6 +76,12 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         sync_timeout: args.sync_timeout,
     };
     let limits = args.limits();
+    let debug_token = args
+        .debug_token_file
+        .as_deref()
+        .map(DebugToken::from_file)
+        .transpose()
+        .context("--debug-token-file")?;
     let running = server::start(server::Config {
         registries,
         config_sources,
@@ -84,6 +92,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
         limits,
+        debug_token,
     })
     .await?;
     let token = running.shutdown_token();
@@ -148,9 +157,12 @@ async fn request(args: RequestArgs) -> anyhow::Result<()> {
         format!("/{}", args.path)
     };
     let url = format!("http://{}{path}", args.addr);
-    let response = reqwest::get(&url)
-        .await
-        .with_context(|| format!("GET {url}"))?;
+    let mut get = reqwest::Client::new().get(&url);
+    if let Some(file) = &args.token_file {
+        let token = read_token_file(file).context("--token-file")?;
+        get = get.bearer_auth(token);
+    }
+    let response = get.send().await.with_context(|| format!("GET {url}"))?;
     let status = response.status();
     let body = response
         .text()

@@ -40,6 +40,9 @@ pub struct Config {
     pub ready_requires_healthy: bool,
     /// Push throttle, new-stream rate and connection ages.
     pub limits: Limits,
+    /// The bearer token that lets peers other than loopback read `/debug/*`; `None`: only
+    /// loopback peers may.
+    pub debug_token: Option<crate::debug::DebugToken>,
 }
 
 /// A running server.
@@ -127,6 +130,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         aggregate.clone(),
         ads.clone(),
         config.ready_requires_healthy,
+        config.debug_token,
     );
     tasks.spawn(serve_http("http", http, debug, shutdown.clone()));
     let monitor = crate::debug::monitoring_router(metrics.clone());
@@ -187,8 +191,11 @@ async fn serve_http(
     router: axum::Router,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .map_err(|source| ServeError::Http { what, source })
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .await
+    .map_err(|source| ServeError::Http { what, source })
 }

@@ -6,6 +6,8 @@
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
 //! - `cli`: the binary's commands, flags, debug pages and refusals.
+//! - `debug_access`: the debug pages from a non-loopback address (a network namespace of
+//!   the test's own), with and without `--debug-token-file`'s token.
 //! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
 //! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
 //!   binary (they need `scripts/install-test-tools`; see `tools`).
@@ -34,6 +36,7 @@ mod bad_input;
 mod bookinfo;
 mod cli;
 mod config;
+mod debug_access;
 mod envoy;
 mod gateway;
 mod golden;

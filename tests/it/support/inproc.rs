@@ -62,6 +62,7 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         http_addr: loopback,
         monitoring_addr: loopback,
         ready_requires_healthy: false,
+        debug_token: None,
         limits,
     })
     .await
