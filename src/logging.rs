@@ -3,7 +3,7 @@
 //! - **Level.** `--log-level` (alias `--log_output_level`) takes istiod's
 //!   `scope:level,scope:level` or a tracing filter; see [`level`] for the scope mapping. A
 //!   value in neither form is refused at start with the reason. `RUST_LOG`, when set, is
-//!   used instead (a tracing filter) and is refused the same way when it does not parse.
+//!   used instead, read and refused the same way.
 //! - **Text** (default). tracing-subscriber's line layout, with the fields formatted by
 //!   [`text::EscapedFields`]: every control character in the message, a field or a span's
 //!   fields is escaped (`\n`, `\r`, `\t`, `\u{1b}`, …), so no value can split a line or
@@ -36,7 +36,7 @@ pub use level::{LevelError, LogLevel};
 /// Logging could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum LoggingError {
-    /// `RUST_LOG` is not a tracing filter.
+    /// `RUST_LOG` is in neither form.
     #[error("invalid RUST_LOG {value:?}: {source}")]
     RustLog {
         /// Its value.
@@ -44,8 +44,8 @@ pub enum LoggingError {
         /// Why.
         source: LevelError,
     },
-    /// `--log-level` did not build a filter (it was checked when parsed, so this is a bug).
-    #[error("invalid --log-level {value:?}: {source}")]
+    /// The level did not build a filter (it was checked when parsed, so this is a bug).
+    #[error("invalid log level {value:?}: {source}")]
     Level {
         /// Its value.
         value: String,
@@ -60,25 +60,22 @@ pub enum LoggingError {
 /// Installs the process's logger from the flags (`RUST_LOG` overrides the level), then logs
 /// a warning for every istiod scope the level named that wayfinder has no equivalent for.
 pub fn init(args: &LogArgs) -> Result<(), LoggingError> {
-    let filter =
-        match std::env::var("RUST_LOG") {
-            Ok(value) if !value.trim().is_empty() => EnvFilter::builder()
-                .parse(value.trim())
-                .map_err(|e| LoggingError::RustLog {
-                    source: LevelError::Filter(e.to_string()),
-                    value,
-                })?,
-            _ => args
-                .level
-                .env_filter()
-                .map_err(|source| LoggingError::Level {
-                    value: args.level.given.clone(),
-                    source,
-                })?,
-        };
+    let from_env = match std::env::var("RUST_LOG") {
+        Ok(value) if !value.trim().is_empty() => Some(
+            value
+                .parse::<LogLevel>()
+                .map_err(|source| LoggingError::RustLog { value, source })?,
+        ),
+        _ => None,
+    };
+    let level = from_env.as_ref().unwrap_or(&args.level);
+    let filter = level.env_filter().map_err(|source| LoggingError::Level {
+        value: level.given.clone(),
+        source,
+    })?;
     let ansi = std::io::stderr().is_terminal();
     dispatch(filter, args.format(), ansi, std::io::stderr).try_init()?;
-    for scope in &args.level.ignored_scopes {
+    for scope in &level.ignored_scopes {
         tracing::warn!(
             %scope,
             "--log-level: istiod scope {scope:?} has no equivalent in wayfinder and is ignored"

@@ -82,6 +82,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         .map(DebugToken::from_file)
         .transpose()
         .context("--debug-token-file")?;
+    let stop = shutdown_signal();
     let running = server::start(server::Config {
         registries,
         config_sources,
@@ -97,7 +98,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     .await?;
     let token = running.shutdown_token();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        stop.await;
         tracing::info!("shutting down");
         token.cancel();
     });
@@ -123,24 +124,27 @@ fn consul_config(args: &ConsulArgs) -> wayfinder_consul::Config {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Listens for SIGTERM and SIGINT from the call on, so that one arriving while the server
+/// starts stops it gracefully rather than by the default action; resolves on the first.
+fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            let _ = ctrl_c.await;
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        signal(SignalKind::terminate())
+            .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)))
+            .ok()
+    };
+    async move {
+        #[cfg(unix)]
+        if let Some((mut term, mut int)) = signals {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
             return;
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
         }
+        let _ = tokio::signal::ctrl_c().await;
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
 /// Installs the logger; see [`wayfinder::logging`] for the level syntax and why neither

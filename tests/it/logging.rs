@@ -170,9 +170,20 @@ async fn a_forged_node_id_is_escaped_in_text_logs() {
 #[tokio::test]
 async fn client_text_is_one_json_value_and_keys_stay_unique() {
     let w = Wayfinder::start(&[]).await;
+    w.ready().await;
     let mut ads = Ads::connect(w.grpc, grpc(FORGED_ID)).await;
     ads.subscribe(TypeUrl::Listener, &[]).await;
-    let lds = ads.recv_type(TypeUrl::Listener).await;
+    let mut lds = ads.recv_type(TypeUrl::Listener).await;
+    // Requests are answered in order: once a clusters request is answered, the listeners
+    // response before it is the latest, and its nonce the one a NACK must name.
+    ads.subscribe(TypeUrl::Cluster, &[]).await;
+    loop {
+        let r = ads.recv().await;
+        if r.type_url == TypeUrl::Cluster.as_str() {
+            break;
+        }
+        lds = r;
+    }
     // A NACK whose detail reads like the end of a JSON object and the start of another.
     let detail = "bad\"}\n{\"level\":\"ERROR\",\"message\":\"forged\x1b[2J\"}";
     let mut nack = request(TypeUrl::Listener, &[], "", &lds.nonce);
@@ -236,18 +247,20 @@ fn an_invalid_level_is_refused_at_start_with_the_reason() {
             "{err}"
         );
     }
-    let out = Command::new(path())
-        .arg("discovery")
-        .args(LOOPBACK)
-        .env("RUST_LOG", "info,wayfinder=noisy")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("invalid RUST_LOG \"info,wayfinder=noisy\""),
-        "{err}"
-    );
+    for value in ["info,wayfinder=noisy", "default:verbose"] {
+        let out = Command::new(path())
+            .arg("discovery")
+            .args(LOOPBACK)
+            .env("RUST_LOG", value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("invalid RUST_LOG {value:?}")),
+            "{err}"
+        );
+    }
 }
 
 #[test]
@@ -309,7 +322,8 @@ async fn the_server_serves_and_stops_after_its_log_reader_went_away() {
     let mut ads = Ads::connect(grpc_addr.unwrap(), grpc("after-the-reader")).await;
     ads.subscribe(TypeUrl::Listener, &[]).await;
     ads.recv_type(TypeUrl::Listener).await;
-    // And the SIGTERM handler's "shutting down" line: the server never stopped.
+    // And the SIGTERM handler's "shutting down" line: the server never stopped. (The
+    // handler is in place before the listening lines are written.)
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
