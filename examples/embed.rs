@@ -36,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
         monitoring_addr: "127.0.0.1:9093".parse()?,
         ready_requires_healthy: false,
         system_ca_file: wayfinder::xds::DEFAULT_SYSTEM_CA_FILE.into(),
+        debug_token: None,
         limits: Default::default(),
         http_header_read_timeout: Duration::from_secs(10),
     })

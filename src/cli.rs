@@ -1,7 +1,7 @@
 //! The command line: `wayfinder discovery`, `wayfinder version`, `wayfinder request`.
 //!
 //! Flags are kebab-case; pilot-discovery's camelCase spellings are accepted as aliases
-//! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--log_output_level`), and the debounce
+//! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--log_output_level`, `--log_as_json`), and the debounce
 //! settings also read Istio's `PILOT_DEBOUNCE_AFTER` / `PILOT_DEBOUNCE_MAX` environment variables.
 
 use std::net::SocketAddr;
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::logging::{LevelError, LogLevel};
 use crate::registries::Kind;
 
 mod limits;
@@ -79,6 +80,11 @@ pub struct Discovery {
     /// Debug HTTP listen address (`/ready`, `/debug/*`).
     #[arg(long = "http-addr", visible_alias = "httpAddr", default_value = ":8080", value_parser = parse_addr)]
     pub http_addr: SocketAddr,
+    /// A file holding the bearer token that lets peers other than loopback read `/debug/*`
+    /// (`Authorization: Bearer TOKEN`); read at start, and the server refuses to start when
+    /// it is unreadable or empty. Without it only loopback peers may read them.
+    #[arg(long = "debug-token-file", value_name = "PATH")]
+    pub debug_token_file: Option<PathBuf>,
     /// Monitoring listen address (`/metrics`, `/version`).
     #[arg(long = "monitoring-addr", visible_alias = "monitoringAddr", default_value = ":9093", value_parser = parse_addr)]
     pub monitoring_addr: SocketAddr,
@@ -307,17 +313,41 @@ impl KubernetesArgs {
 /// Logging flags.
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Log level (error, warn, info, debug, trace) or a tracing filter such as
-    /// `info,wayfinder::xds=debug`; `RUST_LOG` overrides it.
+    /// istiod's `scope:level,…` (`default:info`, `ads:debug`; levels debug, info, warn,
+    /// error, fatal, none) or a tracing filter such as `info,wayfinder::xds=debug`; a value
+    /// in neither form is refused. `RUST_LOG` overrides it. See `wayfinder::logging::level`.
     #[arg(
         long = "log-level",
         visible_alias = "log_output_level",
-        default_value = "info"
+        default_value = "info",
+        value_name = "LEVEL",
+        value_parser = parse_log_level
     )]
-    pub level: String,
+    pub level: LogLevel,
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
     pub format: LogFormat,
+    /// istiod's spelling of `--log-format json`.
+    #[arg(
+        long = "log_as_json",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub as_json: bool,
+}
+
+impl LogArgs {
+    /// The format: JSON with `--log-format json` or `--log_as_json`.
+    pub fn format(&self) -> LogFormat {
+        if self.as_json {
+            LogFormat::Json
+        } else {
+            self.format
+        }
+    }
 }
 
 /// Log output format.
@@ -337,6 +367,16 @@ pub struct RequestArgs {
     /// The server's debug address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
+    /// A file holding the token of the server's `--debug-token-file`, sent as a bearer
+    /// token: needed from another host.
+    #[arg(long = "token-file", value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+}
+
+fn parse_log_level(s: &str) -> Result<LogLevel, String> {
+    s.parse().map_err(|e: LevelError| {
+        format!("{e}; expected istiod's SCOPE:LEVEL,… (default:info) or a tracing filter (info,wayfinder::xds=debug)")
+    })
 }
 
 fn parse_kind(s: &str) -> Result<Kind, String> {
@@ -433,7 +473,7 @@ mod tests {
         };
         assert_eq!(d.registries, [Kind::Mock, Kind::File]);
         assert_eq!(d.grpc_addr.port(), 0);
-        assert_eq!(d.log.level, "debug");
+        assert_eq!(d.log.level.filter, "debug");
         assert!(d.debounce_leading, "the leading edge is the default");
         assert_eq!(d.system_ca_file, "/etc/ssl/certs/ca-certificates.crt");
         let limits = d.limits();
@@ -444,6 +484,34 @@ mod tests {
         let err = Cli::try_parse_from(["wayfinder", "discovery", "--system-ca-file", "ca.pem"])
             .unwrap_err();
         assert!(err.to_string().contains("not an absolute path"), "{err}");
+    }
+
+    #[test]
+    fn istiod_log_flags() {
+        let log = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["wayfinder", "discovery"].iter().chain(args)).unwrap();
+            let Command::Discovery(d) = cli.command else {
+                panic!("expected discovery")
+            };
+            d.log
+        };
+        let l = log(&[
+            "--log_output_level",
+            "default:info,ads:debug",
+            "--log_as_json",
+        ]);
+        assert!(l.level.filter.starts_with("info,wayfinder::xds::ads=debug"));
+        assert_eq!(l.format(), LogFormat::Json);
+        assert_eq!(log(&["--log_as_json=false"]).format(), LogFormat::Text);
+        assert_eq!(log(&["--log-format", "json"]).format(), LogFormat::Json);
+        assert_eq!(log(&[]).format(), LogFormat::Text);
+        let err = Cli::try_parse_from(["wayfinder", "discovery", "--log_output_level", "loud"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--log-level") && err.contains("\"loud\" is neither a level"),
+            "{err}"
+        );
     }
 
     #[test]

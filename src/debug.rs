@@ -1,5 +1,8 @@
 //! Debug pages (on `--http-addr`) and monitoring (on `--monitoring-addr`), with Istio's paths.
 //!
+//! `/debug/*` answers loopback peers, and other peers with the bearer token of
+//! `--debug-token-file` (see [`trust`]); `/ready` and the monitoring port are open.
+//!
 //! | path | what |
 //! |---|---|
 //! | `/ready` | 200 once every registry synced (or the sync timeout passed), else 503; with `--ready-requires-healthy`, also 503 while a registry is degraded |
@@ -19,6 +22,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
@@ -28,6 +32,10 @@ mod configz;
 use crate::aggregate::{AggregateHandle, Health};
 use crate::metrics::Metrics;
 use crate::xds::ads::AdsServer;
+
+pub mod trust;
+
+pub use trust::DebugToken;
 
 #[derive(Clone)]
 struct Debug {
@@ -68,9 +76,17 @@ const PAGES: [(&str, &str); 8] = [
 /// The debug HTTP routes. With `ready_requires_healthy`, `/ready` also answers 503 while any
 /// registry or configuration source is degraded (its last item was an error), for deployments
 /// that would rather send proxies to another replica than serve a registry's last good state.
-pub fn router(aggregate: AggregateHandle, ads: AdsServer, ready_requires_healthy: bool) -> Router {
+///
+/// `/debug/*` answers loopback peers, and others that send `token` as a bearer token; see
+/// [`trust`] for the rule. The server must provide each request's
+/// `ConnectInfo<SocketAddr>`: without it every request counts as from another host.
+pub fn router(
+    aggregate: AggregateHandle,
+    ads: AdsServer,
+    ready_requires_healthy: bool,
+    token: Option<DebugToken>,
+) -> Router {
     Router::new()
-        .route("/ready", get(ready))
         .route("/debug", get(list))
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
@@ -78,6 +94,9 @@ pub fn router(aggregate: AggregateHandle, ads: AdsServer, ready_requires_healthy
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/push_status", get(push_status))
+        // Every route above needs trust; `/ready`, below, stays open for probes.
+        .route_layer(middleware::from_fn_with_state(token, trust::require))
+        .route("/ready", get(ready))
         .with_state(Debug {
             aggregate,
             ads,

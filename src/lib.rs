@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod cli;
 pub mod debug;
+pub mod logging;
 pub mod metrics;
 pub mod registries;
 pub mod server;

@@ -1,16 +1,15 @@
 //! The `wayfinder` binary: parses the command line and runs a subcommand.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 use wayfinder::aggregate::{Debounce, Settings};
 use wayfinder::cli::{
-    Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, LogFormat, RequestArgs,
-    ValidateArgs,
+    Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, RequestArgs, ValidateArgs,
 };
+use wayfinder::debug::DebugToken;
+use wayfinder::debug::trust::read_token_file;
 use wayfinder::{registries, server};
 
 #[tokio::main]
@@ -78,6 +77,13 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         sync_timeout: args.sync_timeout,
     };
     let limits = args.limits();
+    let debug_token = args
+        .debug_token_file
+        .as_deref()
+        .map(DebugToken::from_file)
+        .transpose()
+        .context("--debug-token-file")?;
+    let stop = shutdown_signal();
     let running = server::start(server::Config {
         registries,
         config_sources,
@@ -90,11 +96,12 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         system_ca_file: args.system_ca_file,
         limits,
         http_header_read_timeout: args.client_limits.http_header_read_timeout,
+        debug_token,
     })
     .await?;
     let token = running.shutdown_token();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        stop.await;
         tracing::info!("shutting down");
         token.cancel();
     });
@@ -121,40 +128,33 @@ fn consul_config(args: &ConsulArgs) -> wayfinder_consul::Config {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Listens for SIGTERM and SIGINT from the call on, so that one arriving while the server
+/// starts stops it gracefully rather than by the default action; resolves on the first.
+fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            let _ = ctrl_c.await;
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        signal(SignalKind::terminate())
+            .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)))
+            .ok()
+    };
+    async move {
+        #[cfg(unix)]
+        if let Some((mut term, mut int)) = signals {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
             return;
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
         }
+        let _ = tokio::signal::ctrl_c().await;
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
+/// Installs the logger; see [`wayfinder::logging`] for the level syntax and why neither
+/// format lets a client forge a line.
 fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(v) if !v.is_empty() => EnvFilter::try_new(v),
-        _ => EnvFilter::try_new(&log.level),
-    }
-    .with_context(|| format!("invalid --log-level {:?}", log.level))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match log.format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
+    wayfinder::logging::init(log)?;
     Ok(())
 }
 
@@ -165,9 +165,12 @@ async fn request(args: RequestArgs) -> anyhow::Result<()> {
         format!("/{}", args.path)
     };
     let url = format!("http://{}{path}", args.addr);
-    let response = reqwest::get(&url)
-        .await
-        .with_context(|| format!("GET {url}"))?;
+    let mut get = reqwest::Client::new().get(&url);
+    if let Some(file) = &args.token_file {
+        let token = read_token_file(file).context("--token-file")?;
+        get = get.bearer_auth(token);
+    }
+    let response = get.send().await.with_context(|| format!("GET {url}"))?;
     let status = response.status();
     let body = response
         .text()

@@ -51,6 +51,9 @@ pub struct Config {
     pub limits: Limits,
     /// How long a client of the HTTP ports may take to send a request's headers.
     pub http_header_read_timeout: Duration,
+    /// The bearer token that lets peers other than loopback read `/debug/*`; `None`: only
+    /// loopback peers may.
+    pub debug_token: Option<crate::debug::DebugToken>,
 }
 
 /// A running server.
@@ -134,6 +137,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         aggregate.clone(),
         ads.clone(),
         config.ready_requires_healthy,
+        config.debug_token,
     );
     let header_timeout = config.http_header_read_timeout;
     for (what, listener, router) in [

@@ -6,6 +6,8 @@
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
 //! - `cli`: the binary's commands, flags, debug pages and refusals.
+//! - `debug_access`: the debug pages from a non-loopback address (a network namespace of
+//!   the test's own), with and without `--debug-token-file`'s token.
 //! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
 //! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
 //!   binary (they need `scripts/install-test-tools`; see `tools`).
@@ -18,6 +20,8 @@
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
+//! - `logging`: client text in text and JSON logs, istiod's `--log_output_level` and
+//!   `--log_as_json`, a closed standard error.
 //! - `bad_input`: malformed files and failing registries against the binary.
 //! - `hardening`: hostile clients with a raw HTTP/2 client: refused requests with their
 //!   status and log line, RSS within the request budget under many streams and connections,
@@ -37,6 +41,7 @@ mod bad_input;
 mod bookinfo;
 mod cli;
 mod config;
+mod debug_access;
 mod envoy;
 mod gateway;
 mod golden;
@@ -45,6 +50,7 @@ mod grpc_routing;
 mod hardening;
 mod kubernetes;
 mod limits;
+mod logging;
 mod support;
 mod tools;
 mod upstream_tls;

@@ -111,7 +111,8 @@ fn test_binary_name() -> String {
     }
 }
 
-fn required() -> bool {
+/// True when the run requires the tools (and, likewise, network namespaces): `scripts/test`.
+pub(crate) fn required() -> bool {
     std::env::var(REQUIRE_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
 }
 

@@ -18,6 +18,7 @@ pub(crate) struct Wayfinder {
     pub(crate) http: SocketAddr,
     pub(crate) monitoring: SocketAddr,
     logs: Arc<Mutex<Vec<Value>>>,
+    raw: Arc<Mutex<Vec<String>>>,
     logged: Arc<Notify>,
 }
 
@@ -52,7 +53,7 @@ impl Wayfinder {
 
     /// [`Wayfinder::start`] with ADS on `grpc` (to restart a server on the same address).
     pub(crate) async fn start_at(grpc: &str, args: &[&str]) -> Self {
-        Self::launch(Command::new(path()), grpc, args).await
+        Self::start_in(Command::new(path()), grpc, args).await
     }
 
     /// [`Wayfinder::start`] under a command that runs it, such as `prlimit --nofile=256:256`
@@ -60,11 +61,13 @@ impl Wayfinder {
     pub(crate) async fn start_under(wrapper: &[&str], args: &[&str]) -> Self {
         let mut command = Command::new(wrapper[0]);
         command.args(&wrapper[1..]).arg(path());
-        Self::launch(command, "127.0.0.1:0", args).await
+        Self::start_in(command, "127.0.0.1:0", args).await
     }
 
-    async fn launch(mut command: Command, grpc: &str, args: &[&str]) -> Self {
-        let mut child = command
+    /// `command` (the binary, or a wrapper that execs it) with `discovery`, loopback
+    /// addresses, JSON logs and `args`.
+    async fn start_in(mut command: Command, grpc: &str, args: &[&str]) -> Self {
+        command
             .arg("discovery")
             .args(["--grpc-addr", grpc])
             .args(&LOOPBACK[2..])
@@ -74,7 +77,15 @@ impl Wayfinder {
                 "--log-level",
                 "info,wayfinder=debug",
             ])
-            .args(args)
+            .args(args);
+        Self::spawn(command).await
+    }
+
+    /// Runs `command`, which must start `wayfinder discovery` with `--log-format json` (perhaps
+    /// through a wrapper that execs it, such as `ip netns exec`, so that the child's pid is
+    /// the server's), and waits until it logged the three addresses it bound.
+    pub(crate) async fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -83,12 +94,14 @@ impl Wayfinder {
             .expect("start the wayfinder binary");
         let stderr = child.stderr.take().expect("piped stderr");
         let logs = Arc::new(Mutex::new(Vec::new()));
+        let raw = Arc::new(Mutex::new(Vec::new()));
         let logged = Arc::new(Notify::new());
-        let (sink, notify) = (logs.clone(), logged.clone());
+        let (sink, raw_sink, notify) = (logs.clone(), raw.clone(), logged.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
+                raw_sink.lock().unwrap().push(line);
                 sink.lock().unwrap().push(value);
                 notify.notify_waiters();
             }
@@ -99,6 +112,7 @@ impl Wayfinder {
             http: unspecified(),
             monitoring: unspecified(),
             logs,
+            raw,
             logged,
         };
         w.grpc = w.bound("grpc").await;
@@ -185,13 +199,13 @@ impl Wayfinder {
 
     /// Every log line so far that matches `pred`.
     pub(crate) fn logs_matching(&self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        self.logs
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| pred(l))
-            .cloned()
-            .collect()
+        let logs = self.logs.lock().unwrap();
+        logs.iter().filter(|l| pred(l)).cloned().collect()
+    }
+
+    /// Every line logged so far, as written.
+    pub(crate) fn raw_logs(&self) -> Vec<String> {
+        self.raw.lock().unwrap().clone()
     }
 
     /// GETs a debug path; returns the status and body.

@@ -63,6 +63,7 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         monitoring_addr: loopback,
         ready_requires_healthy: false,
         system_ca_file: wayfinder::xds::DEFAULT_SYSTEM_CA_FILE.into(),
+        debug_token: None,
         limits,
         http_header_read_timeout: Duration::from_secs(10),
     })
