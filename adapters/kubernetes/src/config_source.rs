@@ -7,7 +7,10 @@
 //!
 //! - [`IstioConfig::config_source`]: `VirtualService`, `DestinationRule`, `Gateway` and
 //!   `Sidecar` as a [`ConfigSource`] named `Kubernetes`, whose stream follows the contract on
-//!   [`ConfigEvent`].
+//!   [`ConfigEvent`]. It also watches `security.istio.io`'s `AuthorizationPolicy`,
+//!   `PeerAuthentication` and `RequestAuthentication`, only to refuse each (with its Event)
+//!   as `--config-dir` refuses them: wayfinder does not enforce them yet, and skipping them
+//!   would fail open.
 //! - [`IstioConfig::entries`]: `ServiceEntry` and `WorkloadEntry` as a [`Registry`], mapped as
 //!   the File registry maps them (`wayfinder_file`'s crate docs: hosts, resolution,
 //!   `workloadSelector` across objects, repeated hosts merged), whose stream follows the
@@ -15,9 +18,8 @@
 //!
 //! # Mapping
 //!
-//! Each kind is watched (kube's `watcher`, list then watch, backoff 0.5 s to 10 s) in
-//! `networking.istio.io/v1`, or `v1beta1` when the API server does not serve `v1` (Istio
-//! before 1.22). Objects are reduced to their type, name, namespace, labels, annotations, uid,
+//! Each kind is watched (kube's `watcher`, list then watch, backoff 0.5 s to 10 s) in its
+//! group's `v1`, or `v1beta1` when the API server does not serve `v1` (Istio before 1.22). Objects are reduced to their type, name, namespace, labels, annotations, uid,
 //! resource version and spec (no `managedFields`, no `status`, no
 //! `kubectl.kubernetes.io/last-applied-configuration`) and handed to `wayfinder_file`'s
 //! [`Feed`]: the very models behind `--config-dir`, so an object means

@@ -4,8 +4,9 @@
 //! resources a service-discovery client reads: core `v1` Services, Pods, Nodes, Namespaces
 //! and Events, `discovery.k8s.io/v1` EndpointSlices, `events.k8s.io/v1` Events, and Istio's
 //! `networking.istio.io` VirtualServices, DestinationRules, Gateways, ServiceEntries,
-//! WorkloadEntries and Sidecars at `v1`, `v1beta1` and `v1alpha3` (one store per kind; objects
-//! come back with the version asked for). Also `/version` and the discovery documents `/api`,
+//! WorkloadEntries and Sidecars at `v1`, `v1beta1` and `v1alpha3`, and `security.istio.io`
+//! AuthorizationPolicies, PeerAuthentications and RequestAuthentications at `v1` and `v1beta1`
+//! (one store per kind; objects come back with the version asked for). Also `/version` and the discovery documents `/api`,
 //! `/apis`, `/apis/{group}`, `/api/v1` and `/apis/{group}/{version}`.
 //!
 //! It follows the API conventions ("API Concepts", "Efficient detection of changes",

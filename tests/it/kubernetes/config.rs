@@ -172,3 +172,59 @@ async fn an_invalid_virtual_service_from_the_api_is_reported_and_changes_nothing
     let rds = ads.recv_type(TypeUrl::Route).await;
     assert_eq!(reviews_cluster(&rds), format!("outbound|9080|v1|{REVIEWS}"));
 }
+
+/// A mesh moved from Istio keeps its AuthorizationPolicies in the cluster: they are refused,
+/// never skipped, so that nobody believes they are enforced.
+#[tokio::test]
+async fn security_policies_in_the_cluster_are_refused_with_an_event() {
+    let fake = FakeApiServer::start().await;
+    fake.apply(service(
+        "default",
+        "ratings",
+        "10.96.0.11",
+        &[("http", 9080, 9080)],
+    ));
+    fake.apply(json!({
+        "apiVersion": "security.istio.io/v1",
+        "kind": "AuthorizationPolicy",
+        "metadata": {"name": "deny-all", "namespace": "default"},
+        "spec": {"action": "DENY", "rules": [{}]},
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let w = super::start(&fake, dir.path(), &["--config-source", "k8s"]).await;
+    w.ready().await;
+    w.wait_log("the ERROR line", |l| {
+        l["level"] == "ERROR"
+            && l.to_string()
+                .contains("does not enforce AuthorizationPolicy")
+    })
+    .await;
+    let z = eventually("the policy listed as refused", || async {
+        let z = w.json("/debug/configz").await;
+        let listed = z["refused"]
+            .as_array()?
+            .iter()
+            .any(|r| r["kind"] == "AuthorizationPolicy" && r["name"] == "deny-all");
+        listed.then_some(z)
+    })
+    .await;
+    assert!(
+        z["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["kind"] != "AuthorizationPolicy"),
+        "{z}"
+    );
+    let event = eventually("a Kubernetes Event on the policy", || async {
+        fake.events()
+            .into_iter()
+            .find(|e| e["involvedObject"]["name"] == "deny-all")
+    })
+    .await;
+    assert_eq!(
+        event["involvedObject"]["kind"], "AuthorizationPolicy",
+        "{event}"
+    );
+    assert_eq!(event["reason"], "InvalidConfig", "{event}");
+}

@@ -6,46 +6,60 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use super::Target;
 
 /// The API group of Istio's networking objects.
-pub(super) const GROUP: &str = "networking.istio.io";
+const NETWORKING: &str = "networking.istio.io";
 
-/// The versions tried, in order: the first one served is watched. `v1` since Istio 1.22,
-/// `v1beta1` before.
+/// The API group of Istio's security policies.
+const SECURITY: &str = "security.istio.io";
+
+/// The versions tried, in order: the first one served is watched. `v1` since Istio 1.22
+/// (for both groups), `v1beta1` before.
 pub(super) const VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
 /// One kind of Istio object, as the API names it.
 #[derive(Debug)]
 pub(super) struct ApiKind {
+    /// `networking.istio.io`.
+    pub(super) group: &'static str,
     /// `VirtualService`.
     pub(super) kind: &'static str,
     /// `virtualservices`: the resource in API paths.
     pub(super) plural: &'static str,
 }
 
-/// The kinds of the config source.
-pub(super) const CONFIG: [ApiKind; 4] = [
-    ApiKind::new("VirtualService", "virtualservices"),
-    ApiKind::new("DestinationRule", "destinationrules"),
-    ApiKind::new("Gateway", "gateways"),
-    ApiKind::new("Sidecar", "sidecars"),
+/// The kinds of the config source. The security policies are read only to be refused, each
+/// with an error and a Kubernetes Event, until wayfinder enforces them: a mesh moved to
+/// wayfinder must not lose its DENY rules without a word.
+pub(super) const CONFIG: [ApiKind; 7] = [
+    ApiKind::new(NETWORKING, "VirtualService", "virtualservices"),
+    ApiKind::new(NETWORKING, "DestinationRule", "destinationrules"),
+    ApiKind::new(NETWORKING, "Gateway", "gateways"),
+    ApiKind::new(NETWORKING, "Sidecar", "sidecars"),
+    ApiKind::new(SECURITY, "AuthorizationPolicy", "authorizationpolicies"),
+    ApiKind::new(SECURITY, "PeerAuthentication", "peerauthentications"),
+    ApiKind::new(SECURITY, "RequestAuthentication", "requestauthentications"),
 ];
 
 /// The kinds of the registry.
 pub(super) const ENTRIES: [ApiKind; 2] = [
-    ApiKind::new("ServiceEntry", "serviceentries"),
-    ApiKind::new("WorkloadEntry", "workloadentries"),
+    ApiKind::new(NETWORKING, "ServiceEntry", "serviceentries"),
+    ApiKind::new(NETWORKING, "WorkloadEntry", "workloadentries"),
 ];
 
 impl ApiKind {
-    const fn new(kind: &'static str, plural: &'static str) -> Self {
-        Self { kind, plural }
+    const fn new(group: &'static str, kind: &'static str, plural: &'static str) -> Self {
+        Self {
+            group,
+            kind,
+            plural,
+        }
     }
 
     /// The kind in `version`, for a dynamic [`Api`].
     pub(super) fn resource(&self, version: &str) -> ApiResource {
         ApiResource {
-            group: GROUP.into(),
+            group: self.group.into(),
             version: version.into(),
-            api_version: api_version(version),
+            api_version: self.api_version(version),
             kind: self.kind.into(),
             plural: self.plural.into(),
         }
@@ -63,7 +77,12 @@ impl ApiKind {
     /// What a watch of this kind is called in messages: `networking.istio.io/v1
     /// virtualservices`.
     pub(super) fn watched(&self, version: &str) -> String {
-        format!("{} {}", api_version(version), self.plural)
+        format!("{} {}", self.api_version(version), self.plural)
+    }
+
+    /// `networking.istio.io/<version>`.
+    pub(super) fn api_version(&self, version: &str) -> String {
+        format!("{}/{version}", self.group)
     }
 
     /// The API path of one object: `/apis/networking.istio.io/v1/namespaces/default/
@@ -71,13 +90,8 @@ impl ApiKind {
     pub(super) fn path(&self, version: &str, namespace: &str, name: &str) -> String {
         format!(
             "/apis/{}/namespaces/{namespace}/{}/{name}",
-            api_version(version),
+            self.api_version(version),
             self.plural
         )
     }
-}
-
-/// `networking.istio.io/<version>`.
-pub(super) fn api_version(version: &str) -> String {
-    format!("{GROUP}/{version}")
 }

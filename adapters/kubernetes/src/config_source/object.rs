@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 
-use super::kinds::{ApiKind, api_version};
+use super::kinds::ApiKind;
 
 /// The annotation `kubectl apply` writes: the object again, as JSON.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -33,7 +33,7 @@ impl ApiObject {
             metadata,
             data,
         } = object;
-        let api_version = types.map_or_else(|| api_version(version), |t| t.api_version);
+        let api_version = types.map_or_else(|| kind.api_version(version), |t| t.api_version);
         let name = metadata.name.unwrap_or_default();
         let namespace = metadata.namespace.unwrap_or_default();
         let mut meta = Map::new();

@@ -164,7 +164,7 @@ impl KindWatch {
             cluster = %self.cluster.name,
             "{}/{{{}}} {} is not served (is Istio's CRD installed?): no {} objects until it \
              is; looking again every {}s",
-            super::kinds::GROUP,
+            self.kind.group,
             VERSIONS.join(","),
             self.kind.plural,
             self.kind.kind,

@@ -43,6 +43,8 @@ impl Kind {
 const CORE: &[&str] = &["v1"];
 const ISTIO: &[&str] = &["v1", "v1beta1", "v1alpha3"];
 const ISTIO_GROUP: &str = "networking.istio.io";
+const SECURITY: &[&str] = &["v1", "v1beta1"];
+const SECURITY_GROUP: &str = "security.istio.io";
 
 const fn core(plural: &'static str, singular: &'static str, kind: &'static str) -> Kind {
     Kind {
@@ -69,6 +71,14 @@ const fn istio(plural: &'static str, singular: &'static str, kind: &'static str)
         builtin: false,
         status: true,
         short: &[],
+    }
+}
+
+const fn security(plural: &'static str, singular: &'static str, kind: &'static str) -> Kind {
+    Kind {
+        group: SECURITY_GROUP,
+        versions: SECURITY,
+        ..istio(plural, singular, kind)
     }
 }
 
@@ -129,6 +139,30 @@ pub(super) const KINDS: &[Kind] = &[
         ..istio("workloadentries", "workloadentry", "WorkloadEntry")
     },
     istio("sidecars", "sidecar", "Sidecar"),
+    Kind {
+        short: &["ap"],
+        ..security(
+            "authorizationpolicies",
+            "authorizationpolicy",
+            "AuthorizationPolicy",
+        )
+    },
+    Kind {
+        short: &["pa"],
+        ..security(
+            "peerauthentications",
+            "peerauthentication",
+            "PeerAuthentication",
+        )
+    },
+    Kind {
+        short: &["ra"],
+        ..security(
+            "requestauthentications",
+            "requestauthentication",
+            "RequestAuthentication",
+        )
+    },
 ];
 
 /// The kind served at `/api[s]/{group}/{version}/…/{plural}`, with its slot and the version.

@@ -9,11 +9,16 @@ use crate::support::{
     CLUSTER, Items, client_without_retries, config_source, key, virtual_service, weight,
 };
 
-const PLURALS: [&str; 4] = [
-    "virtualservices",
-    "destinationrules",
-    "gateways",
-    "sidecars",
+/// The watched kinds, by group: Istio's networking kinds, and the security policies the
+/// source reads to refuse them.
+const PLURALS: [(&str, &str); 7] = [
+    ("networking.istio.io", "virtualservices"),
+    ("networking.istio.io", "destinationrules"),
+    ("networking.istio.io", "gateways"),
+    ("networking.istio.io", "sidecars"),
+    ("security.istio.io", "authorizationpolicies"),
+    ("security.istio.io", "peerauthentications"),
+    ("security.istio.io", "requestauthentications"),
 ];
 
 /// A source over a fake holding one VirtualService, failing with 503 once it has listed.
@@ -22,7 +27,7 @@ async fn failing() -> (FakeApiServer, Items<ConfigEvent>) {
     fake.apply(virtual_service("reviews", 100));
     let mut items = config_source(client_without_retries(&fake));
     assert_eq!(items.reset().await.len(), 1);
-    for plural in PLURALS {
+    for (_, plural) in PLURALS {
         fake.until_watching(plural, 1).await;
     }
     fake.set_fault(Fault::Status(503));
@@ -31,11 +36,11 @@ async fn failing() -> (FakeApiServer, Items<ConfigEvent>) {
     let RegistryError::Unavailable { origin, detail } = &err else {
         panic!("expected Unavailable, got {err:?}");
     };
-    let prefix = format!("cluster {CLUSTER}: list/watch networking.istio.io/v1 ");
+    let prefix = format!("cluster {CLUSTER}: list/watch ");
     assert!(
-        origin
+        PLURALS.iter().any(|(group, plural)| origin
             .strip_prefix(&prefix)
-            .is_some_and(|plural| PLURALS.contains(&plural)),
+            .is_some_and(|w| w == format!("{group}/v1 {plural}"))),
         "{origin}"
     );
     assert!(detail.contains("503"), "{detail}");
