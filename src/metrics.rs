@@ -115,6 +115,9 @@ pub struct Metrics {
     /// `node` (a bad or oversized node), `compressed`, `slow` (a request that did not arrive
     /// in time), `malformed`.
     pub xds_refused_streams: Family<ReasonLabel, Counter>,
+    /// `wayfinder_xds_request_budget_bytes`: bytes of the request budget
+    /// (`--max-request-budget`) held by requests being read or handled.
+    pub xds_request_budget: Gauge,
     /// `pilot_inbound_updates{type}`: registry changes (`eds`, `svc`, `svcdelete`).
     pub inbound_updates: Family<TypeLabel, IstioCounter>,
     /// `pilot_services`: services in the published snapshot.
@@ -164,6 +167,7 @@ impl Metrics {
             xds_type_rejects: Family::default(),
             xds_expired_nonce: IstioCounter::default(),
             xds_refused_streams: Family::default(),
+            xds_request_budget: Gauge::default(),
             inbound_updates: Family::default(),
             services: Gauge::default(),
             rejected_configs: IstioCounter::default(),
@@ -215,6 +219,11 @@ impl Metrics {
             "wayfinder_xds_refused_streams",
             "xDS streams refused, by reason",
             m.xds_refused_streams.clone(),
+        );
+        r.register(
+            "wayfinder_xds_request_budget_bytes",
+            "Bytes of the request budget held by requests being read or handled",
+            m.xds_request_budget.clone(),
         );
         r.register(
             "pilot_inbound_updates",

@@ -142,8 +142,6 @@ enum StreamError {
     Request(#[from] RequestError),
     #[error(transparent)]
     Read(#[from] ReadError),
-    #[error("no request within {0:?} of opening the stream")]
-    Silent(Duration),
     #[error("too many new xDS streams: more than --max-new-streams-per-second; retry later")]
     Busy,
     #[error("{0}; reconnect")]
@@ -160,7 +158,7 @@ impl StreamError {
             Self::Read(ReadError::TooManyNames { .. })
             | Self::Request(RequestError::TooManySubscribed { .. }) => "names",
             Self::Read(ReadError::Compressed) => "compressed",
-            Self::Read(ReadError::Slow(_)) | Self::Silent(_) => "slow",
+            Self::Read(ReadError::Slow(_) | ReadError::Silent(_)) => "slow",
             Self::Read(ReadError::NodeId { .. } | ReadError::NodeMetadata { .. })
             | Self::NoNode
             | Self::Proxy(_) => "node",
@@ -179,9 +177,7 @@ impl From<StreamError> for Status {
     fn from(err: StreamError) -> Self {
         let message = err.to_string();
         match err {
-            StreamError::Busy
-            | StreamError::Silent(_)
-            | StreamError::Request(RequestError::TooManySubscribed { .. }) => {
+            StreamError::Busy | StreamError::Request(RequestError::TooManySubscribed { .. }) => {
                 Status::resource_exhausted(message)
             }
             StreamError::Read(read) => match read {
@@ -190,7 +186,8 @@ impl From<StreamError> for Status {
                 | ReadError::Budget { .. }
                 | ReadError::TooManyNames { .. }
                 | ReadError::NodeMetadata { .. }
-                | ReadError::Slow(_) => Status::resource_exhausted(message),
+                | ReadError::Slow(_)
+                | ReadError::Silent(_) => Status::resource_exhausted(message),
                 ReadError::Reset(status) => status,
                 ReadError::NodeId { .. }
                 | ReadError::LongField { .. }
@@ -238,6 +235,10 @@ impl AdsServer {
         let (tx, versions) = watch::channel(model.version);
         let current =
             ArcSwap::from_pointee(XdsSnapshot::new(model, domain).with_system_ca(system_ca));
+        let budget = RequestBudget::new(
+            limits.request_budget_bytes,
+            metrics.xds_request_budget.clone(),
+        );
         let inner = Arc::new(Inner {
             aggregate: aggregate.clone(),
             metrics,
@@ -256,7 +257,7 @@ impl AdsServer {
                 max_node_id: limits.max_node_id_bytes,
                 max_node_metadata: limits.max_node_metadata_bytes,
                 message_wait: limits.idle_timeout,
-                budget: RequestBudget::new(limits.request_budget_bytes),
+                budget,
             },
             first_request_wait: limits.idle_timeout,
         });
@@ -366,10 +367,7 @@ impl AdsServer {
         peer: &mut Peer,
     ) -> Result<(), StreamError> {
         self.admit().await?;
-        let wait = self.inner.first_request_wait;
-        let first = tokio::time::timeout(wait, requests.message())
-            .await
-            .map_err(|_| StreamError::Silent(wait))??;
+        let first = requests.first(self.inner.first_request_wait).await?;
         let Some(first) = first else {
             return Ok(());
         };

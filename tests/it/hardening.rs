@@ -32,6 +32,22 @@ async fn refusal_line(w: &Wayfinder, peer: &str, why: &str) -> Value {
     .await
 }
 
+/// Waits until `wayfinder_xds_request_budget_bytes` shows at least `bytes` held.
+async fn budget_in_use(w: &Wayfinder, bytes: u64) {
+    eventually(
+        &format!("{bytes} bytes of the request budget held"),
+        || async {
+            let (_, metrics) = crate::support::binary::get(w.monitoring, "/metrics").await;
+            let held: u64 = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("wayfinder_xds_request_budget_bytes "))
+                .and_then(|v| v.trim().parse().ok())?;
+            (held >= bytes).then_some(())
+        },
+    )
+    .await;
+}
+
 fn assert_status(ended: &Ended, code: i32, why: &str) {
     assert_eq!(ended.code, code, "{ended:?}");
     assert!(ended.message.contains(why), "{ended:?} should say {why:?}");
@@ -112,6 +128,7 @@ async fn garbage_compressed_oversized_and_over_budget_requests_get_their_status_
     // that needs 500 KiB waits up to a second, then is refused.
     let mut holder = conn.stream().await;
     assert!(holder.send(frame(false, 700 << 10, &[0; 1024])).await);
+    budget_in_use(&w, 700 << 10).await;
     let mut late = conn.stream().await;
     late.send(frame(false, 500 << 10, &[])).await;
     assert_status(
@@ -140,7 +157,7 @@ async fn a_request_that_stops_halfway_or_never_comes_is_refused_and_gives_its_bu
         "--max-request-budget",
         "1MiB",
         "--connection-idle-timeout",
-        "2s",
+        "3s",
     ])
     .await;
     w.ready().await;

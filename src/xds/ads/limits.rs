@@ -11,6 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -139,18 +140,44 @@ impl Throttle {
 pub(crate) struct RequestBudget {
     permits: Arc<Semaphore>,
     total: usize,
+    /// Bytes held now (`wayfinder_xds_request_budget_bytes`).
+    in_use: Gauge,
 }
 
 /// Bytes of the request budget, held until dropped.
-pub(crate) type BudgetPermit = OwnedSemaphorePermit;
+#[derive(Debug)]
+pub(crate) struct BudgetPermit {
+    permit: Option<OwnedSemaphorePermit>,
+    in_use: Gauge,
+}
+
+impl BudgetPermit {
+    /// Adds `other`'s bytes to this permit's.
+    pub(crate) fn merge(&mut self, mut other: BudgetPermit) {
+        match (&mut self.permit, other.permit.take()) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (mine @ None, theirs) => *mine = theirs,
+            (Some(_), None) => {}
+        }
+    }
+}
+
+impl Drop for BudgetPermit {
+    fn drop(&mut self) {
+        if let Some(permit) = &self.permit {
+            self.in_use.dec_by(permit.num_permits() as i64);
+        }
+    }
+}
 
 impl RequestBudget {
-    /// A budget of `total` bytes.
-    pub(crate) fn new(total: usize) -> Self {
+    /// A budget of `total` bytes, whose use `in_use` shows.
+    pub(crate) fn new(total: usize, in_use: Gauge) -> Self {
         let total = total.clamp(1, Semaphore::MAX_PERMITS);
         Self {
             permits: Arc::new(Semaphore::new(total)),
             total,
+            in_use,
         }
     }
 
@@ -163,14 +190,19 @@ impl RequestBudget {
     /// when they do not in time, or when `bytes` is more than the whole budget.
     pub(crate) async fn take(&self, bytes: usize, wait: Duration) -> Option<BudgetPermit> {
         let n = u32::try_from(bytes).ok().filter(|_| bytes <= self.total)?;
-        match self.permits.clone().try_acquire_many_owned(n) {
-            Ok(permit) => Some(permit),
-            Err(TryAcquireError::Closed) => None,
+        let permit = match self.permits.clone().try_acquire_many_owned(n) {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Closed) => return None,
             Err(TryAcquireError::NoPermits) => {
                 let acquire = self.permits.clone().acquire_many_owned(n);
-                tokio::time::timeout(wait, acquire).await.ok()?.ok()
+                tokio::time::timeout(wait, acquire).await.ok()?.ok()?
             }
-        }
+        };
+        self.in_use.inc_by(i64::from(n));
+        Some(BudgetPermit {
+            permit: Some(permit),
+            in_use: self.in_use.clone(),
+        })
     }
 
     /// Bytes no request holds now.

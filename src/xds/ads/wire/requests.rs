@@ -268,6 +268,9 @@ pub(crate) enum ReadError {
     /// The message did not arrive whole in time.
     #[error("a request did not arrive whole within {0:?} of its first bytes")]
     Slow(Duration),
+    /// A new stream sent nothing in time.
+    #[error("no request within {0:?} of opening the stream")]
+    Silent(Duration),
     /// The message does not decode.
     #[error("malformed request: {0}")]
     Malformed(#[from] prost::DecodeError),
@@ -322,6 +325,21 @@ impl<M: RequestMessage> Requests<M> {
             pending: None,
             _message: PhantomData,
         }
+    }
+
+    /// The first message of a stream, whose first bytes must come within `wait` (then it
+    /// has as long as any message to arrive whole); `None` when the client closed its side.
+    pub(crate) async fn first(&mut self, wait: Duration) -> Result<Option<Budgeted<M>>, ReadError> {
+        let deadline = Instant::now() + wait;
+        while self.buf.is_empty() {
+            let more = tokio::time::timeout_at(deadline, self.fill(None))
+                .await
+                .map_err(|_| ReadError::Silent(wait))??;
+            if !more {
+                return Ok(None);
+            }
+        }
+        self.message().await
     }
 
     /// The next message; `None` when the client closed its side.

@@ -134,7 +134,7 @@ fn limits(budget: usize) -> ReadLimits {
         max_node_id: 16,
         max_node_metadata: 64,
         message_wait: std::time::Duration::from_secs(10),
-        budget: RequestBudget::new(budget),
+        budget: RequestBudget::new(budget, Default::default()),
     }
 }
 
