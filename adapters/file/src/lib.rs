@@ -73,6 +73,7 @@ pub mod check;
 pub mod config;
 pub mod documents;
 pub mod feed;
+pub mod read;
 pub mod watch;
 
 mod convert;
@@ -95,13 +96,14 @@ use wayfinder_registry::{Event, RegistryError};
 pub use crate::check::check;
 pub use crate::config::ConfigDir;
 pub use crate::feed::Feed;
+pub use crate::read::DEFAULT_MAX_FILE_BYTES;
 
 use crate::runner::Runner;
 use crate::services::Services;
 use crate::watch::Target;
 
 /// Configuration of a file registry.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Files and directories to read and watch. A directory contributes its `.yaml`, `.yml`
@@ -109,6 +111,24 @@ pub struct Config {
     /// entries define the same host. Relative paths are resolved against the working
     /// directory when the registry is built.
     pub paths: Vec<PathBuf>,
+    /// Largest file read, in bytes (default [`DEFAULT_MAX_FILE_BYTES`], 64 MiB). A larger
+    /// file is refused before it is read, as an error of the stream; its last good contents
+    /// stay. See [`read`].
+    #[serde(default = "default_max_file_bytes")]
+    pub max_file_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            paths: Vec::new(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
+}
+
+fn default_max_file_bytes() -> u64 {
+    DEFAULT_MAX_FILE_BYTES
 }
 
 impl Config {
@@ -116,7 +136,11 @@ impl Config {
     /// registry. Nothing is watched until [`Registry::watch`].
     pub fn build(self, id: RegistryId) -> Result<FileRegistry, BuildError> {
         let targets = targets(self.paths)?;
-        Ok(FileRegistry { id, targets })
+        Ok(FileRegistry {
+            id,
+            targets,
+            max_file_bytes: self.max_file_bytes,
+        })
     }
 }
 
@@ -125,6 +149,7 @@ impl Config {
 pub struct FileRegistry {
     id: RegistryId,
     targets: Vec<Target>,
+    max_file_bytes: u64,
 }
 
 impl Registry for FileRegistry {
@@ -133,7 +158,8 @@ impl Registry for FileRegistry {
     }
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
-        Runner::new(self.targets, shutdown, Services::default()).into_stream()
+        Runner::new(self.targets, self.max_file_bytes, shutdown, Services::default())
+            .into_stream()
     }
 }
 
@@ -198,9 +224,11 @@ fn target(path: PathBuf) -> Result<Target, BuildError> {
             Err(source) => Err(BuildError::Unlistable { path, source }),
         }
     } else if metadata.is_file() {
-        match fs::File::open(&absolute) {
+        match read::open(&absolute) {
             Ok(_) => Ok(Target::File(absolute)),
-            Err(source) => Err(BuildError::Unreadable { path, source }),
+            Err(read::ReadError::Io(source)) => Err(BuildError::Unreadable { path, source }),
+            // Replaced by a FIFO or a device since it was looked at.
+            Err(_) => Err(BuildError::NotFileOrDirectory { path }),
         }
     } else {
         Err(BuildError::NotFileOrDirectory { path })

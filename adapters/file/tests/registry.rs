@@ -74,6 +74,7 @@ impl Harness for FileHarness {
         }
         let config = Config {
             paths: vec![self.dir.as_ref().unwrap().path().to_path_buf()],
+            ..Config::default()
         };
         Box::new(config.build(RegistryId::new("File")).unwrap())
     }
@@ -136,7 +137,11 @@ async fn conforms_to_the_registry_contract() {
 
 /// A registry watching `paths`, and its stream.
 fn watch(paths: Vec<PathBuf>) -> (EventStream, CancellationToken) {
-    let registry = Config { paths }.build(RegistryId::new("File")).unwrap();
+    let config = Config {
+        paths,
+        ..Config::default()
+    };
+    let registry = config.build(RegistryId::new("File")).unwrap();
     let shutdown = CancellationToken::new();
     (Box::new(registry).watch(shutdown.clone()), shutdown)
 }
@@ -368,6 +373,7 @@ fn build_refuses_paths_it_cannot_use() {
     let missing = dir.path().join("missing");
     let err = Config {
         paths: vec![missing.clone()],
+        ..Config::default()
     }
     .build(RegistryId::new("File"))
     .unwrap_err();
@@ -379,6 +385,7 @@ fn build_refuses_paths_it_cannot_use() {
 
     let err = Config {
         paths: vec!["/dev/null".into()],
+        ..Config::default()
     }
     .build(RegistryId::new("File"))
     .unwrap_err();
@@ -394,6 +401,9 @@ fn build_refuses_paths_it_cannot_use() {
 fn config_rejects_unknown_fields() {
     let config: Config = serde_saphyr::from_str("paths: [/etc/wayfinder]\n").unwrap();
     assert_eq!(config.paths, vec![PathBuf::from("/etc/wayfinder")]);
+    assert_eq!(config.max_file_bytes, wayfinder_file::DEFAULT_MAX_FILE_BYTES);
+    let config: Config = serde_saphyr::from_str("paths: [a]\nmax_file_bytes: 1024\n").unwrap();
+    assert_eq!(config.max_file_bytes, 1024);
     let err = serde_saphyr::from_str::<Config>("paths: []\npath: [x]\n").unwrap_err();
     assert!(err.to_string().contains("path"), "{err}");
 }
