@@ -17,6 +17,8 @@
 //! - `limits`: the new-stream rate limit and the maximum connection age, with raw clients
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
 //! - `bad_input`: malformed files and failing registries against the binary.
+//! - `watched_files`: FIFOs, devices, oversized and unreadable files in watched directories
+//!   against the binary (one of them runs it as `nobody`, for whom permissions count).
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
 //! - `kubernetes`: the Kubernetes registry and config source against the in-process API
@@ -42,3 +44,4 @@ mod limits;
 mod support;
 mod tools;
 mod vm_registries;
+mod watched_files;

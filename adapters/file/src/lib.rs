@@ -158,8 +158,13 @@ impl Registry for FileRegistry {
     }
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
-        Runner::new(self.targets, self.max_file_bytes, shutdown, Services::default())
-            .into_stream()
+        Runner::new(
+            self.targets,
+            self.max_file_bytes,
+            shutdown,
+            Services::default(),
+        )
+        .into_stream()
     }
 }
 

@@ -88,8 +88,7 @@ pub fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, ReadError> {
     // The size is a hint (the file may change while read): never trust it past the limit.
     let capacity = usize::try_from(metadata.len()).unwrap_or(0);
     let mut bytes = Vec::with_capacity(capacity);
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     if read > limit {
         return Err(ReadError::TooLarge { size: read, limit });

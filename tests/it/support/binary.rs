@@ -52,7 +52,25 @@ impl Wayfinder {
 
     /// [`Wayfinder::start`] with ADS on `grpc` (to restart a server on the same address).
     pub(crate) async fn start_at(grpc: &str, args: &[&str]) -> Self {
-        let mut child = Command::new(path())
+        Self::spawn(Command::new(path()), grpc, args).await
+    }
+
+    /// [`Wayfinder::start`] as the unprivileged user `nobody` (uid and gid 65534, no
+    /// supplementary groups, through util-linux's `setpriv`), for tests that need the file
+    /// permissions root ignores.
+    pub(crate) async fn start_as_nobody(args: &[&str]) -> Self {
+        let mut command = Command::new("setpriv");
+        command.args(["--reuid=65534", "--regid=65534", "--clear-groups", path()]);
+        Self::spawn(command, "127.0.0.1:0", args).await
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().expect("a running server")
+    }
+
+    async fn spawn(mut command: Command, grpc: &str, args: &[&str]) -> Self {
+        let mut child = command
             .arg("discovery")
             .args(["--grpc-addr", grpc])
             .args(&LOOPBACK[2..])
