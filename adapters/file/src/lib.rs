@@ -4,8 +4,9 @@
 //! - **The File registry.** Start with [`Config`]: name files and directories,
 //!   [`Config::build`] a [`FileRegistry`], and hand it to the server as any other
 //!   [`Registry`]. It reads `ServiceEntry` and `WorkloadEntry` objects. Its stream follows the
-//!   contract on [`Event`]: a `Reset` with every good file's services, then an `Upsert` or
-//!   `Remove` for each service a file change alters, and nothing for services it leaves alone.
+//!   contract on [`Event`]: a `Reset` with every good file's services, then for each file
+//!   change one event with the services it alters (an `Upsert` or a `Remove` for one, a
+//!   `Batch` for several), and nothing for services it leaves alone.
 //!   The rest of these docs are about it.
 //! - **The config source** ([`config`], [`ConfigDir`]): `VirtualService`, `DestinationRule`,
 //!   `Gateway` and `Sidecar` objects from the same kind of paths, like Istio's
@@ -35,6 +36,12 @@
 //! Objects of `networking.istio.io/v1`, `v1beta1` and `v1alpha3` are read; other Istio kinds
 //! (VirtualService, DestinationRule, …: the config source's) are skipped quietly, anything
 //! else with a warning.
+//!
+//! Only regular files (or symlinks to them) are read, and only up to
+//! [`Config::max_file_bytes`] (64 MiB by default): a FIFO, socket or device named like a
+//! configuration file, or a larger file, is refused unread as [`RegistryError::Invalid`], and
+//! a file that cannot be read (permission denied) is [`RegistryError::Unavailable`]. Both name
+//! the file, and its last good contents stay, as below. See [`read`] for how.
 //!
 //! # Mapping
 //!
