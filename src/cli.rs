@@ -71,6 +71,16 @@ pub struct Discovery {
     /// Sidecar; its ServiceEntries and WorkloadEntries feed the `Config` registry); repeatable.
     #[arg(long = "config-dir", visible_alias = "configDir", value_name = "PATH")]
     pub config_dir: Vec<PathBuf>,
+    /// Largest watched file (`--file-registry`, `--config-dir`) read, in bytes; a larger one
+    /// is refused before it is read, reported as an error with its path, and its last good
+    /// contents stay.
+    #[arg(
+        long = "max-file-bytes",
+        value_name = "BYTES",
+        default_value_t = wayfinder_file::DEFAULT_MAX_FILE_BYTES,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_file_bytes: u64,
     /// Mesh DNS domain.
     #[arg(long, default_value = "cluster.local")]
     pub domain: String,

@@ -43,6 +43,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         kinds: args.registries.clone(),
         file_paths: args.file_registry.clone(),
         config_dirs: args.config_dir.clone(),
+        max_file_bytes: args.max_file_bytes,
         domain: args.domain.clone(),
         consul: consul_config(&args.consul),
         eureka: wayfinder_eureka::Config {

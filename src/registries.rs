@@ -85,6 +85,8 @@ pub struct Config {
     /// `--config-dir` paths: their ServiceEntries and WorkloadEntries feed a registry named
     /// `Config`, after the registries of `kinds`.
     pub config_dirs: Vec<PathBuf>,
+    /// Largest file the File registry and the `--config-dir` readers read (`--max-file-bytes`).
+    pub max_file_bytes: u64,
     /// Mesh domain, for the demo's hostnames.
     pub domain: String,
     /// The Consul registry's settings (used when `kinds` has Consul).
@@ -175,6 +177,7 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
                 }
                 let file = wayfinder_file::Config {
                     paths: config.file_paths.clone(),
+                    max_file_bytes: config.max_file_bytes,
                 };
                 registries.push(Box::new(file.build(RegistryId::new(Kind::File.name()))?));
             }
@@ -223,6 +226,7 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
     if !config.config_dirs.is_empty() {
         let entries = wayfinder_file::Config {
             paths: config.config_dirs.clone(),
+            max_file_bytes: config.max_file_bytes,
         };
         let registry = entries
             .build(RegistryId::new(CONFIG_REGISTRY))
@@ -276,7 +280,8 @@ fn config_dir_source(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, Buil
         return Ok(Vec::new());
     }
     let dir = wayfinder_file::ConfigDir::new(config.config_dirs.clone())
-        .map_err(BuildError::ConfigDir)?;
+        .map_err(BuildError::ConfigDir)?
+        .max_file_bytes(config.max_file_bytes);
     Ok(vec![Box::new(dir)])
 }
 

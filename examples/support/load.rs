@@ -31,6 +31,14 @@ impl Logs {
         found.map(|(i, l)| (i, l.clone()))
     }
 
+    /// How many lines in `from..to` `pred` accepts.
+    #[allow(dead_code)] // not every load example counts lines
+    pub(crate) fn count(&self, from: usize, to: usize, pred: impl Fn(&Value) -> bool) -> usize {
+        let lines = self.lines.lock().unwrap();
+        let to = to.min(lines.len());
+        lines[from.min(to)..to].iter().filter(|l| pred(l)).count()
+    }
+
     pub(crate) async fn wait(&self, from: usize, pred: impl Fn(&Value) -> bool) -> (usize, Value) {
         loop {
             let notified = self.more.notified();

@@ -208,13 +208,7 @@ impl Runner {
             .model
             .stores
             .iter()
-            .map(|s| {
-                RegistryStatus::new(
-                    &s.state,
-                    s.services.len(),
-                    s.services.values().map(|r| r.endpoints.len()).sum(),
-                )
-            })
+            .map(|s| RegistryStatus::new(&s.state, s.services.len(), s.endpoints))
             .collect();
         let configs: Vec<ConfigSourceStatus> = self
             .model

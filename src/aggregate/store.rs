@@ -38,6 +38,9 @@ pub enum ChangeKind {
 pub(crate) struct Store {
     pub(crate) state: SourceState,
     pub(crate) services: BTreeMap<ServiceKey, Registration>,
+    /// The endpoints of `services`, counted as they change: the status is published after
+    /// every item, and summing them each time made an ingest of N services cost O(N²).
+    pub(crate) endpoints: usize,
     /// Set whenever `services` changes; cleared when a snapshot copies them.
     pub(crate) changed: bool,
 }
@@ -47,6 +50,7 @@ impl Store {
         Self {
             state: SourceState::new(id),
             services: BTreeMap::new(),
+            endpoints: 0,
             changed: false,
         }
     }
@@ -57,71 +61,83 @@ impl Store {
         index: usize,
         event: Event,
     ) -> (Vec<Change>, Vec<RegistryError>) {
-        let mut changes = Vec::new();
-        let mut refused = Vec::new();
+        let mut applied = Applied {
+            index,
+            changes: Vec::new(),
+            refused: Vec::new(),
+        };
         match event {
-            Event::Reset(registrations) => {
-                self.state.synced = true;
-                let mut next = BTreeMap::new();
-                for reg in registrations {
-                    let key = reg.key();
-                    match self.check(reg) {
-                        Ok(reg) => {
-                            next.insert(key, reg);
-                        }
-                        Err(err) => {
-                            refused.push(err);
-                            if let Some(old) = self.services.get(&key) {
-                                next.insert(key, old.clone());
-                            }
-                        }
-                    }
+            Event::Reset(registrations) => self.reset(registrations, &mut applied),
+            Event::Upsert(reg) => self.upsert(reg, &mut applied),
+            Event::Remove(key) => self.remove(key, &mut applied),
+            Event::Batch { removes, upserts } => {
+                applied.changes.reserve(removes.len() + upserts.len());
+                for key in removes {
+                    self.remove(key, &mut applied);
                 }
-                for key in self.services.keys().filter(|k| !next.contains_key(*k)) {
-                    changes.push(Change {
-                        registry: index,
-                        key: key.clone(),
-                        kind: ChangeKind::Removed,
-                    });
-                }
-                for (key, reg) in &next {
-                    if let Some(kind) = classify(self.services.get(key), reg) {
-                        changes.push(Change {
-                            registry: index,
-                            key: key.clone(),
-                            kind,
-                        });
-                    }
-                }
-                self.services = next;
-            }
-            Event::Upsert(reg) => match self.check(reg) {
-                Ok(reg) => {
-                    if let Some(kind) = classify(self.services.get(&reg.key()), &reg) {
-                        changes.push(Change {
-                            registry: index,
-                            key: reg.key(),
-                            kind,
-                        });
-                        self.services.insert(reg.key(), reg);
-                    }
-                }
-                Err(err) => refused.push(err),
-            },
-            Event::Remove(key) => {
-                if self.services.remove(&key).is_some() {
-                    changes.push(Change {
-                        registry: index,
-                        key,
-                        kind: ChangeKind::Removed,
-                    });
+                for reg in upserts {
+                    self.upsert(reg, &mut applied);
                 }
             }
             Event::Recovered => {}
         }
+        let Applied {
+            changes, refused, ..
+        } = applied;
         self.changed |= !changes.is_empty();
         self.state.settle(&refused);
         (changes, refused)
+    }
+
+    fn reset(&mut self, registrations: Vec<Registration>, applied: &mut Applied) {
+        self.state.synced = true;
+        let mut next = BTreeMap::new();
+        for reg in registrations {
+            let key = reg.key();
+            match self.check(reg) {
+                Ok(reg) => {
+                    next.insert(key, reg);
+                }
+                Err(err) => {
+                    applied.refused.push(err);
+                    if let Some(old) = self.services.get(&key) {
+                        next.insert(key, old.clone());
+                    }
+                }
+            }
+        }
+        for key in self.services.keys().filter(|k| !next.contains_key(*k)) {
+            applied.change(key.clone(), ChangeKind::Removed);
+        }
+        for (key, reg) in &next {
+            if let Some(kind) = classify(self.services.get(key), reg) {
+                applied.change(key.clone(), kind);
+            }
+        }
+        self.services = next;
+        self.endpoints = self.services.values().map(|r| r.endpoints.len()).sum();
+    }
+
+    fn upsert(&mut self, reg: Registration, applied: &mut Applied) {
+        let reg = match self.check(reg) {
+            Ok(reg) => reg,
+            Err(err) => return applied.refused.push(err),
+        };
+        let key = reg.key();
+        if let Some(kind) = classify(self.services.get(&key), &reg) {
+            self.endpoints += reg.endpoints.len();
+            if let Some(old) = self.services.insert(key.clone(), reg) {
+                self.endpoints -= old.endpoints.len();
+            }
+            applied.change(key, kind);
+        }
+    }
+
+    fn remove(&mut self, key: ServiceKey, applied: &mut Applied) {
+        if let Some(old) = self.services.remove(&key) {
+            self.endpoints -= old.endpoints.len();
+            applied.change(key, ChangeKind::Removed);
+        }
     }
 
     fn check(&self, reg: Registration) -> Result<Registration, RegistryError> {
@@ -132,6 +148,24 @@ impl Store {
                 detail: err.to_string(),
             }),
         }
+    }
+}
+
+/// What one event did so far.
+struct Applied {
+    /// The registry's position, for [`Change::registry`].
+    index: usize,
+    changes: Vec<Change>,
+    refused: Vec<RegistryError>,
+}
+
+impl Applied {
+    fn change(&mut self, key: ServiceKey, kind: ChangeKind) {
+        self.changes.push(Change {
+            registry: self.index,
+            key,
+            kind,
+        });
     }
 }
 
@@ -190,6 +224,51 @@ mod tests {
         );
         let (c, _) = store.apply(0, Event::Remove(ServiceKey::new("default", "zzz")));
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_batch_is_removes_then_upserts_and_endpoints_are_counted() {
+        let mut store = Store::new(RegistryId::new("File"));
+        store.apply(
+            0,
+            Event::Reset(vec![
+                reg("a", 80, &["10.0.0.1"]),
+                reg("b", 80, &["10.0.0.2"]),
+            ]),
+        );
+        assert_eq!(store.endpoints, 2);
+        let (c, refused) = store.apply(
+            0,
+            Event::Batch {
+                removes: vec![
+                    ServiceKey::new("default", "b"),
+                    ServiceKey::new("default", "zzz"),
+                ],
+                upserts: vec![
+                    reg("a", 80, &["10.0.0.1", "10.0.0.3"]),
+                    reg("c", 80, &["10.0.0.4", "10.0.0.5", "10.0.0.6"]),
+                    reg("d", 0, &[]),
+                ],
+            },
+        );
+        assert_eq!(
+            kinds(&c),
+            [
+                ("b", ChangeKind::Removed),
+                ("a", ChangeKind::EndpointsOnly),
+                ("c", ChangeKind::Added)
+            ]
+        );
+        assert_eq!(
+            refused.len(),
+            1,
+            "the invalid registration of d: {refused:?}"
+        );
+        assert_eq!(store.endpoints, 5);
+        let summed: usize = store.services.values().map(|r| r.endpoints.len()).sum();
+        assert_eq!(store.endpoints, summed);
+        store.apply(0, Event::Remove(ServiceKey::new("default", "c")));
+        assert_eq!(store.endpoints, 2);
     }
 
     #[test]

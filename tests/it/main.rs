@@ -26,6 +26,8 @@
 //! - `hardening`: hostile clients with a raw HTTP/2 client: refused requests with their
 //!   status and log line, RSS within the request budget under many streams and connections,
 //!   idle sockets closed, a lowered descriptor limit.
+//! - `watched_files`: FIFOs, devices, oversized and unreadable files in watched directories
+//!   against the binary (one of them runs it as `nobody`, for whom permissions count).
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
 //! - `kubernetes`: the Kubernetes registry and config source against the in-process API
@@ -55,3 +57,4 @@ mod support;
 mod tools;
 mod upstream_tls;
 mod vm_registries;
+mod watched_files;

@@ -85,6 +85,11 @@ fn endpoint_order(a: &Endpoint, b: &Endpoint) -> std::cmp::Ordering {
 /// 7. **Health follows the last item.** A registry counts as degraded from an error item until
 ///    its next `Ok` item. A source that works again without anything having changed sends
 ///    `Recovered`, so consumers learn of the recovery without a spurious change.
+/// 8. **A `Batch` is one change.** A source that learns of many services' changes at once (a
+///    file of 100,000 ServiceEntries added) sends them as one `Batch` rather than one item per
+///    service: its `removes` apply as `Remove`s would, then its `upserts` as `Upsert`s would,
+///    and consumers apply all of it before they publish, so no snapshot holds part of it. It
+///    is also the cheap way: one item crosses the channel and wakes the consumer once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// The complete state of the registry, replacing all earlier state.
@@ -93,13 +98,55 @@ pub enum Event {
     Upsert(Registration),
     /// One service is gone.
     Remove(ServiceKey),
+    /// Several services changed together (rule 8). A key appears at most once in each list.
+    Batch {
+        /// Services gone, applied first.
+        removes: Vec<ServiceKey>,
+        /// Services new or changed, each with all its endpoints, applied after `removes`.
+        upserts: Vec<Registration>,
+    },
     /// The source works again after errors and nothing changed meanwhile.
     Recovered,
+}
+
+impl Event {
+    /// The events that say `upserts` and `removes` happened: nothing, one `Upsert` or
+    /// `Remove`, or one `Batch` for more.
+    pub fn changes(upserts: Vec<Registration>, removes: Vec<ServiceKey>) -> Option<Self> {
+        match (upserts.len(), removes.len()) {
+            (0, 0) => None,
+            (1, 0) => upserts.into_iter().next().map(Self::Upsert),
+            (0, 1) => removes.into_iter().next().map(Self::Remove),
+            _ => Some(Self::Batch { removes, upserts }),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_are_one_event_whatever_their_number() {
+        let reg = |host: &str| Registration::new(Service::new(host, "default"), Vec::new());
+        let key = |host: &str| ServiceKey::new("default", host);
+        assert_eq!(Event::changes(Vec::new(), Vec::new()), None);
+        assert_eq!(
+            Event::changes(vec![reg("a")], Vec::new()),
+            Some(Event::Upsert(reg("a")))
+        );
+        assert_eq!(
+            Event::changes(Vec::new(), vec![key("b")]),
+            Some(Event::Remove(key("b")))
+        );
+        assert_eq!(
+            Event::changes(vec![reg("a")], vec![key("b")]),
+            Some(Event::Batch {
+                removes: vec![key("b")],
+                upserts: vec![reg("a")],
+            })
+        );
+    }
 
     #[test]
     fn normalized_orders_endpoints_so_reports_compare_equal() {

@@ -277,6 +277,14 @@ impl Observer {
                     Event::Remove(key) => {
                         self.state.remove(&key);
                     }
+                    Event::Batch { removes, upserts } => {
+                        for key in removes {
+                            self.state.remove(&key);
+                        }
+                        for reg in upserts {
+                            self.state.insert(reg.key(), reg.normalized());
+                        }
+                    }
                     Event::Recovered => {}
                     Event::Reset(_) => unreachable!("handled above"),
                 }

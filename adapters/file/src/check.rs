@@ -22,6 +22,7 @@ use crate::config::{self, Item, Located};
 use crate::convert::ObjectError;
 use crate::documents::{self, DocumentError};
 use crate::istio::IstioObject;
+use crate::read::{self, DEFAULT_MAX_FILE_BYTES};
 use crate::runner::FileKey;
 use crate::services;
 use crate::view::{self, FileContents};
@@ -32,7 +33,8 @@ pub use self::report::{Location, Report, ReportLine, Severity};
 /// Reads every file of `paths` (directories contribute their `.yaml`, `.yml` and `.json`
 /// files, as for the server) and reports every problem: files that do not parse, objects the
 /// server would reject, duplicates, warnings and objects of unknown kinds. A path that does
-/// not exist or cannot be read is an error line.
+/// not exist or cannot be read is an error line, and so is a file the server would refuse to
+/// read ([`crate::read`]: not a regular file, or over [`DEFAULT_MAX_FILE_BYTES`]).
 pub fn check(paths: &[PathBuf]) -> Report {
     let mut checker = Checker::default();
     for file in checker.files(paths) {
@@ -70,8 +72,8 @@ impl Checker {
                 }
                 Err(err) => Err(format!("cannot be read: {err}")),
                 Ok(meta) if meta.is_dir() => list(path),
-                Ok(meta) if meta.is_file() => Ok(vec![path.clone()]),
-                Ok(_) => Err("neither a file nor a directory".into()),
+                // A FIFO or a device is refused by `read`, with what it is.
+                Ok(_) => Ok(vec![path.clone()]),
             };
             match found {
                 Ok(found) => files.extend(
@@ -86,10 +88,14 @@ impl Checker {
     }
 
     fn file(&mut self, path: &Path) {
-        let bytes = match fs::read(path) {
-            Ok(bytes) => bytes,
+        let bytes = match read::read(path, DEFAULT_MAX_FILE_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                let message = "cannot read the file: it is gone".to_string();
+                return self.push(Location::Path(path.into()), None, None, message, true);
+            }
             Err(err) => {
-                let message = format!("cannot read the file: {err}");
+                let message = err.to_string();
                 return self.push(Location::Path(path.into()), None, None, message, true);
             }
         };
@@ -230,14 +236,16 @@ impl Checker {
     }
 }
 
-/// The configuration files of a directory, sorted (as the server ranks them).
+/// The configuration files of a directory, sorted (as the server ranks them). Entries that
+/// are not regular files (a FIFO named `x.yaml`) are listed, for [`read`] to refuse as the
+/// server does; directories are not.
 fn list(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let entries = fs::read_dir(dir).map_err(|err| format!("cannot list the directory: {err}"))?;
     let mut files: Vec<PathBuf> = entries
         .flatten()
         .filter(|entry| is_config_file(&entry.file_name()))
         .map(|entry| entry.path())
-        .filter(|path| path.is_file())
+        .filter(|path| fs::metadata(path).is_ok_and(|m| !m.is_dir()))
         .collect();
     files.sort();
     Ok(files)

@@ -77,17 +77,29 @@ use self::state::ConfigState;
 #[derive(Debug)]
 pub struct ConfigDir {
     targets: Vec<Target>,
+    max_file_bytes: u64,
 }
 
 impl ConfigDir {
     /// Checks that every path is a readable file or a listable directory, as
     /// [`crate::Config::build`] does. Directories contribute their `.yaml`, `.yml` and
     /// `.json` files; earlier paths take precedence when objects have the same key. Nothing
-    /// is watched until [`ConfigSource::watch`].
+    /// is watched until [`ConfigSource::watch`]. Files are read as the File registry reads
+    /// them ([`crate::read`]), up to [`crate::DEFAULT_MAX_FILE_BYTES`] unless
+    /// [`ConfigDir::max_file_bytes`] says otherwise.
     pub fn new(paths: Vec<PathBuf>) -> Result<Self, BuildError> {
         Ok(Self {
             targets: crate::targets(paths)?,
+            max_file_bytes: crate::DEFAULT_MAX_FILE_BYTES,
         })
+    }
+
+    /// Sets the largest file read, in bytes, as [`crate::Config::max_file_bytes`] does for
+    /// the File registry: a larger file is refused before it is read and its objects keep
+    /// their last good versions.
+    pub fn max_file_bytes(mut self, limit: u64) -> Self {
+        self.max_file_bytes = limit;
+        self
     }
 }
 
@@ -97,7 +109,8 @@ impl ConfigSource for ConfigDir {
     }
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream {
-        Runner::new(self.targets, shutdown, ConfigState::new(VALIDATE)).into_stream()
+        let state = ConfigState::new(VALIDATE);
+        Runner::new(self.targets, self.max_file_bytes, shutdown, state).into_stream()
     }
 }
 

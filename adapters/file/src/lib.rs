@@ -4,8 +4,9 @@
 //! - **The File registry.** Start with [`Config`]: name files and directories,
 //!   [`Config::build`] a [`FileRegistry`], and hand it to the server as any other
 //!   [`Registry`]. It reads `ServiceEntry` and `WorkloadEntry` objects. Its stream follows the
-//!   contract on [`Event`]: a `Reset` with every good file's services, then an `Upsert` or
-//!   `Remove` for each service a file change alters, and nothing for services it leaves alone.
+//!   contract on [`Event`]: a `Reset` with every good file's services, then for each file
+//!   change one event with the services it alters (an `Upsert` or a `Remove` for one, a
+//!   `Batch` for several), and nothing for services it leaves alone.
 //!   The rest of these docs are about it.
 //! - **The config source** ([`config`], [`ConfigDir`]): `VirtualService`, `DestinationRule`,
 //!   `Gateway` and `Sidecar` objects from the same kind of paths, like Istio's
@@ -35,6 +36,12 @@
 //! Objects of `networking.istio.io/v1`, `v1beta1` and `v1alpha3` are read; other Istio kinds
 //! (VirtualService, DestinationRule, …: the config source's) are skipped quietly, anything
 //! else with a warning.
+//!
+//! Only regular files (or symlinks to them) are read, and only up to
+//! [`Config::max_file_bytes`] (64 MiB by default): a FIFO, socket or device named like a
+//! configuration file, or a larger file, is refused unread as [`RegistryError::Invalid`], and
+//! a file that cannot be read (permission denied) is [`RegistryError::Unavailable`]. Both name
+//! the file, and its last good contents stay, as below. See [`read`] for how.
 //!
 //! # Mapping
 //!
@@ -83,6 +90,7 @@ pub mod check;
 pub mod config;
 pub mod documents;
 pub mod feed;
+pub mod read;
 pub mod watch;
 
 mod convert;
@@ -108,13 +116,14 @@ use wayfinder_registry::{Event, RegistryError};
 pub use crate::check::check;
 pub use crate::config::ConfigDir;
 pub use crate::feed::Feed;
+pub use crate::read::DEFAULT_MAX_FILE_BYTES;
 
 use crate::runner::Runner;
 use crate::services::Services;
 use crate::watch::Target;
 
 /// Configuration of a file registry.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Files and directories to read and watch. A directory contributes its `.yaml`, `.yml`
@@ -122,6 +131,24 @@ pub struct Config {
     /// entries define the same host. Relative paths are resolved against the working
     /// directory when the registry is built.
     pub paths: Vec<PathBuf>,
+    /// Largest file read, in bytes (default [`DEFAULT_MAX_FILE_BYTES`], 64 MiB). A larger
+    /// file is refused before it is read, as an error of the stream; its last good contents
+    /// stay. See [`read`].
+    #[serde(default = "default_max_file_bytes")]
+    pub max_file_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            paths: Vec::new(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
+}
+
+fn default_max_file_bytes() -> u64 {
+    DEFAULT_MAX_FILE_BYTES
 }
 
 impl Config {
@@ -133,6 +160,7 @@ impl Config {
             id,
             targets,
             beside_config: false,
+            max_file_bytes: self.max_file_bytes,
         })
     }
 }
@@ -143,6 +171,7 @@ pub struct FileRegistry {
     id: RegistryId,
     targets: Vec<Target>,
     beside_config: bool,
+    max_file_bytes: u64,
 }
 
 impl FileRegistry {
@@ -163,7 +192,7 @@ impl Registry for FileRegistry {
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
         let services = Services::new(self.beside_config);
-        Runner::new(self.targets, shutdown, services).into_stream()
+        Runner::new(self.targets, self.max_file_bytes, shutdown, services).into_stream()
     }
 }
 
@@ -228,9 +257,11 @@ fn target(path: PathBuf) -> Result<Target, BuildError> {
             Err(source) => Err(BuildError::Unlistable { path, source }),
         }
     } else if metadata.is_file() {
-        match fs::File::open(&absolute) {
+        match read::open(&absolute) {
             Ok(_) => Ok(Target::File(absolute)),
-            Err(source) => Err(BuildError::Unreadable { path, source }),
+            Err(read::ReadError::Io(source)) => Err(BuildError::Unreadable { path, source }),
+            // Replaced by a FIFO or a device since it was looked at.
+            Err(_) => Err(BuildError::NotFileOrDirectory { path }),
         }
     } else {
         Err(BuildError::NotFileOrDirectory { path })

@@ -8,7 +8,6 @@
 //! `Recovered`, errors repeated after a change) are written once, here.
 
 use std::collections::VecDeque;
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
@@ -16,6 +15,7 @@ use futures::stream::BoxStream;
 use wayfinder_registry::{CancellationToken, RegistryError};
 
 use crate::health::Health;
+use crate::read;
 use crate::watch::{Target, Watch, WatchEvent};
 
 /// Where a file stands in the precedence order: the index of the configured path that holds
@@ -43,6 +43,8 @@ pub(crate) trait Model: Send + 'static {
 /// The state behind a stream over watched files.
 pub(crate) struct Runner<M: Model> {
     targets: Vec<Target>,
+    /// Largest file read ([`crate::read`]).
+    max_file_bytes: u64,
     shutdown: CancellationToken,
     /// Started on the first poll, so that a stream never polled watches nothing.
     watch: Option<Watch>,
@@ -56,9 +58,15 @@ pub(crate) struct Runner<M: Model> {
 }
 
 impl<M: Model> Runner<M> {
-    pub(crate) fn new(targets: Vec<Target>, shutdown: CancellationToken, model: M) -> Self {
+    pub(crate) fn new(
+        targets: Vec<Target>,
+        max_file_bytes: u64,
+        shutdown: CancellationToken,
+        model: M,
+    ) -> Self {
         Self {
             targets,
+            max_file_bytes,
             shutdown,
             watch: None,
             model,
@@ -114,7 +122,7 @@ impl<M: Model> Runner<M> {
             let Some(key) = key_of(&self.targets, path) else {
                 continue;
             };
-            let file_errors = match read(path).await {
+            let file_errors = match read(path, self.max_file_bytes).await {
                 Ok(bytes) => self.model.apply(&key, bytes.as_deref()),
                 // The model is not told: the file's previous contents stay in force.
                 Err(err) => vec![err],
@@ -147,18 +155,13 @@ fn key_of(targets: &[Target], path: &Path) -> Option<FileKey> {
     Some((index, path.to_path_buf()))
 }
 
-/// The bytes of a file, or `None` when it is gone (or is now a directory).
-async fn read(path: &Path) -> Result<Option<Vec<u8>>, RegistryError> {
-    match tokio::fs::read(path).await {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(err)
-            if matches!(
-                err.kind(),
-                ErrorKind::NotFound | ErrorKind::IsADirectory | ErrorKind::NotADirectory
-            ) =>
-        {
-            Ok(None)
-        }
+/// The bytes of a file, or `None` when it is gone (or is now a directory): see
+/// [`crate::read`] for what is refused. Runs on a blocking thread.
+async fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, RegistryError> {
+    let owned = path.to_path_buf();
+    match tokio::task::spawn_blocking(move || read::read(&owned, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(err)) => Err(err.at(path)),
         Err(err) => Err(RegistryError::Unavailable {
             origin: path.display().to_string(),
             detail: format!("cannot read the file: {err}; its last good contents stay"),

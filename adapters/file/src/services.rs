@@ -64,7 +64,7 @@ impl Model for Services {
         let events = if first {
             vec![Event::Reset(view.values().cloned().collect())]
         } else {
-            view::diff(&self.view, &view)
+            view::diff(&self.view, &view).into_iter().collect()
         };
         self.view = view;
         let errors = invalid.into_iter().map(|(_, err)| err.into()).collect();

@@ -114,18 +114,21 @@ pub(crate) fn compose(
     (view, errors)
 }
 
-/// The events that turn `old` into `new`: an `Upsert` per changed or added service and a
-/// `Remove` per vanished one, nothing for the rest.
-pub(crate) fn diff(old: &View, new: &View) -> Vec<Event> {
+/// The event that turns `old` into `new`, if any: the changed or added services upserted and
+/// the vanished ones removed, nothing for the rest. Several are one [`Event::Batch`], so that
+/// a file of many entries is one change (see [`Event`]'s contract).
+pub(crate) fn diff(old: &View, new: &View) -> Option<Event> {
     let upserts = new
         .iter()
         .filter(|(key, registration)| old.get(*key) != Some(*registration))
-        .map(|(_, registration)| Event::Upsert(registration.clone()));
+        .map(|(_, registration)| registration.clone())
+        .collect();
     let removes = old
         .keys()
         .filter(|key| !new.contains_key(*key))
-        .map(|key| Event::Remove(key.clone()));
-    upserts.chain(removes).collect()
+        .cloned()
+        .collect();
+    Event::changes(upserts, removes)
 }
 
 /// The WorkloadEntries of `namespace` whose labels include all of `selector`.

@@ -14,6 +14,8 @@
 //!   read half-written, and a burst of events becomes one batch.
 //! - In directories only `.yaml`, `.yml` and `.json` files count (see [`is_config_file`]);
 //!   hidden files and editor backups are ignored. A single file target counts whatever its name.
+//!   Whatever is not a directory counts, FIFOs and devices included: the watch never opens a
+//!   file, and the reader refuses those with an error (see [`crate::read`]).
 //! - When a watched directory disappears, [`WatchEvent::Unavailable`] is reported once and
 //!   its files are not reported as deleted: the caller keeps what it had. The directory is
 //!   looked for every [`RETRY`]; when it is back, [`WatchEvent::Restored`] lists every file it
@@ -290,7 +292,7 @@ impl Watch {
             return;
         }
         let dir = &mut self.dirs[i];
-        if path.is_file() {
+        if dir::is_file(&path) {
             dir.known.insert(path.clone());
         } else {
             dir.known.remove(&path);

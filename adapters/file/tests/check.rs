@@ -238,3 +238,34 @@ fn a_clean_directory_has_no_problems() {
     let empty = wayfinder_file::check(&[Path::new(dir.path()).join("all.yaml")]);
     assert_eq!(empty.files_checked, 1);
 }
+
+#[test]
+fn files_the_server_would_not_read_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("good.yaml"), SE).unwrap();
+    let fifo = dir.path().join("fifo.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let big = fs::File::create(dir.path().join("big.yaml")).unwrap();
+    big.set_len(wayfinder_file::DEFAULT_MAX_FILE_BYTES + 1)
+        .unwrap();
+    let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
+    assert!(report.has_errors(), "{report}");
+    let fifo_line = line(&report, "fifo.yaml");
+    assert_eq!(fifo_line.severity, Severity::Error);
+    assert!(
+        fifo_line.message.contains("not a regular file (a FIFO)"),
+        "{report}"
+    );
+    let big_line = line(&report, "big.yaml");
+    assert!(
+        big_line
+            .message
+            .contains("over the limit of 67108864 bytes"),
+        "{report}"
+    );
+    assert_eq!(report.files_checked, 1, "only good.yaml was read: {report}");
+}

@@ -74,6 +74,7 @@ impl Harness for FileHarness {
         }
         let config = Config {
             paths: vec![self.dir.as_ref().unwrap().path().to_path_buf()],
+            ..Config::default()
         };
         Box::new(config.build(RegistryId::new("File")).unwrap())
     }
@@ -136,7 +137,11 @@ async fn conforms_to_the_registry_contract() {
 
 /// A registry watching `paths`, and its stream.
 fn watch(paths: Vec<PathBuf>) -> (EventStream, CancellationToken) {
-    let registry = Config { paths }.build(RegistryId::new("File")).unwrap();
+    let config = Config {
+        paths,
+        ..Config::default()
+    };
+    let registry = config.build(RegistryId::new("File")).unwrap();
     let shutdown = CancellationToken::new();
     (Box::new(registry).watch(shutdown.clone()), shutdown)
 }
@@ -197,6 +202,36 @@ async fn editing_one_of_two_files_sends_only_its_changes() {
     match next(&mut stream).await {
         Ok(Event::Remove(removed)) => assert_eq!(removed, key("b")),
         other => panic!("expected a Remove, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_file_of_many_entries_comes_and_goes_as_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut stream, _shutdown) = watch(vec![dir.path().into()]);
+    assert!(reset(&mut stream).await.is_empty());
+
+    let fixtures: Vec<Fixture> = (1..=3)
+        .map(|i| Fixture::new(&format!("s{i}"), i, 1))
+        .collect();
+    let text: Vec<String> = fixtures.iter().map(fixture_yaml).collect();
+    save(&dir.path().join("many.yaml"), &text.join("---\n"));
+    match next(&mut stream).await {
+        Ok(Event::Batch { removes, upserts }) => {
+            assert!(removes.is_empty(), "{removes:?}");
+            let keys: Vec<ServiceKey> = upserts.iter().map(Registration::key).collect();
+            assert_eq!(keys, [key("s1"), key("s2"), key("s3")]);
+        }
+        other => panic!("expected one Batch, got {other:?}"),
+    }
+
+    fs::remove_file(dir.path().join("many.yaml")).unwrap();
+    match next(&mut stream).await {
+        Ok(Event::Batch { removes, upserts }) => {
+            assert!(upserts.is_empty(), "{upserts:?}");
+            assert_eq!(removes, [key("s1"), key("s2"), key("s3")]);
+        }
+        other => panic!("expected one Batch, got {other:?}"),
     }
 }
 
@@ -382,6 +417,7 @@ fn build_refuses_paths_it_cannot_use() {
     let missing = dir.path().join("missing");
     let err = Config {
         paths: vec![missing.clone()],
+        ..Config::default()
     }
     .build(RegistryId::new("File"))
     .unwrap_err();
@@ -393,6 +429,7 @@ fn build_refuses_paths_it_cannot_use() {
 
     let err = Config {
         paths: vec!["/dev/null".into()],
+        ..Config::default()
     }
     .build(RegistryId::new("File"))
     .unwrap_err();
@@ -408,6 +445,12 @@ fn build_refuses_paths_it_cannot_use() {
 fn config_rejects_unknown_fields() {
     let config: Config = serde_saphyr::from_str("paths: [/etc/wayfinder]\n").unwrap();
     assert_eq!(config.paths, vec![PathBuf::from("/etc/wayfinder")]);
+    assert_eq!(
+        config.max_file_bytes,
+        wayfinder_file::DEFAULT_MAX_FILE_BYTES
+    );
+    let config: Config = serde_saphyr::from_str("paths: [a]\nmax_file_bytes: 1024\n").unwrap();
+    assert_eq!(config.max_file_bytes, 1024);
     let err = serde_saphyr::from_str::<Config>("paths: []\npath: [x]\n").unwrap_err();
     assert!(err.to_string().contains("path"), "{err}");
 }

@@ -64,6 +64,17 @@ impl Wayfinder {
         Self::start_in(command, "127.0.0.1:0", args).await
     }
 
+    /// [`Wayfinder::start`] as the unprivileged user `nobody` (uid and gid 65534, no
+    /// supplementary groups, through util-linux's `setpriv`), for tests that need the file
+    /// permissions root ignores.
+    pub(crate) async fn start_as_nobody(args: &[&str]) -> Self {
+        Self::start_under(
+            &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+            args,
+        )
+        .await
+    }
+
     /// `command` (the binary, or a wrapper that execs it) with `discovery`, loopback
     /// addresses, JSON logs and `args`.
     async fn start_in(mut command: Command, grpc: &str, args: &[&str]) -> Self {

@@ -156,22 +156,18 @@ fn diff_reports_only_what_changed() {
         (0, "a.yaml", &one("a", "10.0.0.9")),
         (0, "c.yaml", &one("c", "10.0.0.3")),
     ]);
-    let events = diff(&old, &new);
-    let summary: Vec<String> = events
-        .iter()
-        .map(|e| match e {
-            Event::Upsert(reg) => format!("upsert {}", reg.key()),
-            Event::Remove(key) => format!("remove {key}"),
-            other => format!("{other:?}"),
-        })
-        .collect();
+    let Some(Event::Batch { removes, upserts }) = diff(&old, &new) else {
+        panic!("several changes are one batch: {:?}", diff(&old, &new));
+    };
+    let upserted: Vec<String> = upserts.iter().map(|r| r.key().to_string()).collect();
+    let removed: Vec<String> = removes.iter().map(|k| k.to_string()).collect();
+    assert_eq!(upserted, ["default/a.example.com", "default/c.example.com"]);
+    assert_eq!(removed, ["default/b.example.com"]);
+    assert_eq!(diff(&new, &new), None);
+    // One change alone is the plain event.
+    let fewer = view_of(&[(0, "a.yaml", &one("a", "10.0.0.9"))]);
     assert_eq!(
-        summary,
-        vec![
-            "upsert default/a.example.com",
-            "upsert default/c.example.com",
-            "remove default/b.example.com"
-        ]
+        diff(&new, &fewer),
+        Some(Event::Remove(ServiceKey::new("default", "c.example.com")))
     );
-    assert_eq!(diff(&new, &new), vec![]);
 }

@@ -31,7 +31,7 @@ impl Dir {
         self.names.contains(name) || (self.all && is_config_file(name))
     }
 
-    /// The counted files in the directory now (symlinks to files count).
+    /// The counted files in the directory now (see [`is_file`]).
     pub(super) fn list(&self) -> Result<BTreeSet<PathBuf>, String> {
         let entries =
             fs::read_dir(&self.path).map_err(|err| format!("cannot list the directory: {err}"))?;
@@ -40,12 +40,20 @@ impl Dir {
         // its own event reports it.
         for entry in entries.flatten() {
             let path = entry.path();
-            if self.wants(&entry.file_name()) && path.is_file() {
+            if self.wants(&entry.file_name()) && is_file(&path) {
                 files.insert(path);
             }
         }
         Ok(files)
     }
+}
+
+/// Whether `path` counts as a file to report: anything but a directory, after symlinks. A
+/// FIFO, a socket or a device named like a configuration file is reported too, so that the
+/// reader can refuse it as an error (`crate::read`) rather than have it ignored; the watch
+/// itself never opens anything. A dangling symlink is no file.
+pub(super) fn is_file(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|metadata| !metadata.is_dir())
 }
 
 /// The directories to watch for `targets`, each once, in the order first named.

@@ -69,6 +69,36 @@ async fn the_first_event_lists_the_config_files_present() {
 }
 
 #[tokio::test]
+async fn fifos_and_devices_are_reported_for_the_reader_to_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let fifo = root.join("fifo.yaml");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let zero = root.join("zero.yaml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    std::os::unix::fs::symlink(root.join("missing"), root.join("dangling.yaml")).unwrap();
+    let mut watch = Watch::new(&[Target::Dir(root.to_path_buf())], CancellationToken::new());
+    assert_eq!(
+        next(&mut watch).await,
+        WatchEvent::Changed(vec![fifo.clone(), zero.clone()]),
+        "listed (never opened) at start, so that the reader says what they are"
+    );
+
+    // Created later, too.
+    let late = root.join("late.yaml");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&late)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    changed_until(&mut watch, &late).await;
+}
+
+#[tokio::test]
 async fn creates_saves_renames_and_deletes_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();

@@ -51,9 +51,11 @@ async fn from_a_file(objects: &[Value]) -> Vec<Registration> {
     let path: PathBuf = dir.join("objects.json");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
     std::fs::write(&path, list.to_string()).unwrap();
-    let registry = wayfinder_file::Config { paths: vec![path] }
-        .build(RegistryId::new("File"))
-        .unwrap();
+    let config = wayfinder_file::Config {
+        paths: vec![path],
+        ..Default::default()
+    };
+    let registry = config.build(RegistryId::new("File")).unwrap();
     let shutdown = CancellationToken::new();
     let mut stream = Box::new(registry).watch(shutdown.clone());
     let first = tokio::time::timeout(
