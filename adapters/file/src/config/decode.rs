@@ -145,10 +145,14 @@ struct Decoded {
 }
 
 impl Decoded {
+    /// Fits the spec's lists to their contents as each object is read, so that a large
+    /// file never holds all its objects with the room serde left in their lists.
     fn new<S>(object: Object<S>, spec: fn(S) -> ConfigSpec) -> Self {
+        let mut spec = spec(object.spec);
+        spec.shrink_to_fit();
         Self {
             metadata: object.metadata,
-            spec: spec(object.spec),
+            spec,
         }
     }
 }
@@ -163,9 +167,9 @@ impl Decode for Decoded {
             Some(Kind::VirtualService) => {
                 Self::new(Object::deserialize(de)?, ConfigSpec::VirtualService)
             }
-            Some(Kind::DestinationRule) => {
-                Self::new(Object::deserialize(de)?, ConfigSpec::DestinationRule)
-            }
+            Some(Kind::DestinationRule) => Self::new(Object::deserialize(de)?, |dr| {
+                ConfigSpec::DestinationRule(Box::new(dr))
+            }),
             Some(Kind::Gateway) => Self::new(Object::deserialize(de)?, ConfigSpec::Gateway),
             Some(Kind::Sidecar) => Self::new(Object::deserialize(de)?, ConfigSpec::Sidecar),
             None => return Err(D::Error::custom(format!("unexpected kind {}", meta.kind))),
