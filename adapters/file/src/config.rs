@@ -53,6 +53,7 @@ use wayfinder_registry::{
 };
 
 use crate::BuildError;
+use crate::reader::on_reader;
 use crate::runner::Runner;
 use crate::watch::Target;
 
@@ -60,6 +61,9 @@ pub(crate) use self::decode::{Item, VALIDATE, read, unknown_kind};
 pub(crate) use self::state::{Located, compose};
 
 use self::state::ConfigState;
+
+/// The source's name.
+const NAME: &str = "config-dir";
 
 /// A configuration source over files and directories; see the module docs.
 #[derive(Debug)]
@@ -81,11 +85,16 @@ impl ConfigDir {
 
 impl ConfigSource for ConfigDir {
     fn name(&self) -> &str {
-        "config-dir"
+        NAME
     }
 
+    /// Reads and keeps the objects on the `file-reader` thread that every file source
+    /// shares (see `reader`: a large file neither holds a runtime worker nor spreads its
+    /// memory over the allocator's per-thread arenas).
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream {
-        Runner::new(self.targets, shutdown, ConfigState::new(VALIDATE)).into_stream()
+        let model = ConfigState::new(VALIDATE);
+        let stream = Runner::new(self.targets, shutdown.clone(), model).into_stream();
+        on_reader(NAME, stream, shutdown)
     }
 }
 

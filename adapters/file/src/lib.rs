@@ -78,6 +78,7 @@ pub mod watch;
 mod convert;
 mod health;
 mod istio;
+mod reader;
 mod runner;
 mod services;
 mod view;
@@ -96,6 +97,7 @@ pub use crate::check::check;
 pub use crate::config::ConfigDir;
 pub use crate::feed::Feed;
 
+use crate::reader::on_reader;
 use crate::runner::Runner;
 use crate::services::Services;
 use crate::watch::Target;
@@ -132,8 +134,12 @@ impl Registry for FileRegistry {
         &self.id
     }
 
+    /// Reads the files on the `file-reader` thread that every file source shares (see
+    /// `reader`): the server runs a File registry over `--config-dir` too, where it reads
+    /// every file the config source reads.
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
-        Runner::new(self.targets, shutdown, Services::default()).into_stream()
+        let stream = Runner::new(self.targets, shutdown.clone(), Services::default());
+        on_reader(self.id.as_str(), stream.into_stream(), shutdown)
     }
 }
 
