@@ -8,9 +8,11 @@
 //! the server is read from `/proc/PID/status` at each step.
 //!
 //! ```sh
-//! cargo build --release
-//! cargo run --release --example config_memory -- --objects 75000 --cycles 3
+//! cargo build --release --bin wayfinder
+//! cargo run --example config_memory -- --objects 75000 --cycles 3
 //! ```
+//!
+//! Figures and what they showed: BENCHMARKS.md, "Hardening (issue 12)".
 //!
 //! Flags: `--objects N` (75000), `--cycles C` (3), `--binary PATH`
 //! (`target/release/wayfinder`), `--write FILE` (only write the file and exit),
