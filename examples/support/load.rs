@@ -57,19 +57,40 @@ impl Logs {
 
 /// Starts `binary discovery ARGS` on loopback ports with JSON logs (aggregate at debug, for
 /// its "registry change" and "snapshot published" lines); returns it, its pid and its log.
+#[allow(dead_code)] // not every load example logs the aggregate at debug
 pub(crate) fn spawn(binary: &str, args: &[String]) -> (Child, u32, Logs) {
-    let mut child = Command::new(binary)
-        .arg("discovery")
-        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .args(["--monitoring-addr", "127.0.0.1:0", "--log-format", "json"])
-        .args(["--log-level", "info,wayfinder::aggregate=debug"])
+    spawn_at(binary, "info,wayfinder::aggregate=debug", args)
+}
+
+/// [`spawn`] with the log level `level`.
+#[allow(dead_code)] // not every load example chooses its log level
+pub(crate) fn spawn_at(binary: &str, level: &str, args: &[String]) -> (Child, u32, Logs) {
+    spawn_raw(binary, &server_flags(level, args))
+}
+
+/// `discovery` on loopback ports with JSON logs at `level`, then `args`.
+pub(crate) fn server_flags(level: &str, args: &[String]) -> Vec<String> {
+    let mut flags: Vec<String> = ["discovery", "--grpc-addr", "127.0.0.1:0", "--http-addr"]
+        .into_iter()
+        .chain(["127.0.0.1:0", "--monitoring-addr", "127.0.0.1:0"])
+        .chain(["--log-format", "json", "--log-level", level])
+        .map(String::from)
+        .collect();
+    flags.extend(args.iter().cloned());
+    flags
+}
+
+/// Starts `program ARGS` (the server, or a wrapper that starts it) with its log read as
+/// [`spawn`] reads it; returns it, its pid and its log.
+pub(crate) fn spawn_raw(program: &str, args: &[String]) -> (Child, u32, Logs) {
+    let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("start {binary}: {e} (cargo build --release first)"));
+        .unwrap_or_else(|e| panic!("start {program}: {e} (cargo build --release first)"));
     let pid = child.id().unwrap();
     let logs = Logs::default();
     let reader = logs.clone();
@@ -86,6 +107,7 @@ pub(crate) fn spawn(binary: &str, args: &[String]) -> (Child, u32, Logs) {
 }
 
 /// Seconds since the epoch, now.
+#[allow(dead_code)] // not every load example times from the log
 pub(crate) fn now_secs() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -95,6 +117,7 @@ pub(crate) fn now_secs() -> f64 {
 
 /// The `timestamp` of a JSON log line (`2026-11-22T10:15:42.123456Z`), as seconds since the
 /// epoch. Only the time of day is read, added to today's date from the local clock.
+#[allow(dead_code)] // not every load example times from the log
 pub(crate) fn log_secs(line: &Value) -> f64 {
     let ts = line["timestamp"].as_str().expect("a timestamp");
     let time = &ts[ts.find('T').unwrap() + 1..ts.len() - 1];

@@ -173,10 +173,10 @@ mod tests {
                 origin: format!("rules.yaml: {name}").into(),
                 ..ConfigMeta::default()
             },
-            spec: ConfigSpec::DestinationRule(DestinationRule {
+            spec: ConfigSpec::DestinationRule(Box::new(DestinationRule {
                 host: host.into(),
                 ..DestinationRule::default()
-            }),
+            })),
         })
     }
 

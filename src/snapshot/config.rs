@@ -48,7 +48,7 @@ impl TrafficConfig {
     pub fn destination_rules(&self) -> impl Iterator<Item = (&ConfigMeta, &DestinationRule)> {
         self.of_kind(Kind::DestinationRule)
             .filter_map(|o| match &o.spec {
-                ConfigSpec::DestinationRule(dr) => Some((&o.meta, dr)),
+                ConfigSpec::DestinationRule(dr) => Some((&o.meta, &**dr)),
                 _ => None,
             })
     }

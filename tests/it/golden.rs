@@ -63,7 +63,7 @@ fn load_config(path: &std::path::Path) -> Vec<ConfigObject> {
                     ConfigSpec::VirtualService(serde_json::from_value(d.spec).unwrap())
                 }
                 "DestinationRule" => {
-                    ConfigSpec::DestinationRule(serde_json::from_value(d.spec).unwrap())
+                    ConfigSpec::DestinationRule(Box::new(serde_json::from_value(d.spec).unwrap()))
                 }
                 "Gateway" => ConfigSpec::Gateway(serde_json::from_value(d.spec).unwrap()),
                 "Sidecar" => ConfigSpec::Sidecar(serde_json::from_value(d.spec).unwrap()),

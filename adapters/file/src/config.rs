@@ -65,6 +65,7 @@ use wayfinder_registry::{
 };
 
 use crate::BuildError;
+use crate::reader::on_reader;
 use crate::runner::Runner;
 use crate::watch::Target;
 
@@ -72,6 +73,9 @@ pub(crate) use self::decode::{Item, VALIDATE, read, unknown_kind};
 pub(crate) use self::state::{Located, compose};
 
 use self::state::ConfigState;
+
+/// The source's name.
+const NAME: &str = "config-dir";
 
 /// A configuration source over files and directories; see the module docs.
 #[derive(Debug)]
@@ -105,12 +109,16 @@ impl ConfigDir {
 
 impl ConfigSource for ConfigDir {
     fn name(&self) -> &str {
-        "config-dir"
+        NAME
     }
 
+    /// Reads and keeps the objects on the `file-reader` thread that every file source
+    /// shares (see `reader`: a large file neither holds a runtime worker nor spreads its
+    /// memory over the allocator's per-thread arenas).
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream {
-        let state = ConfigState::new(VALIDATE);
-        Runner::new(self.targets, self.max_file_bytes, shutdown, state).into_stream()
+        let model = ConfigState::new(VALIDATE);
+        let runner = Runner::new(self.targets, self.max_file_bytes, shutdown.clone(), model);
+        on_reader(NAME, runner.into_stream(), shutdown)
     }
 }
 

@@ -98,6 +98,7 @@ mod fields;
 mod health;
 mod istio;
 mod keep;
+mod reader;
 mod runner;
 mod security;
 mod services;
@@ -118,6 +119,7 @@ pub use crate::config::ConfigDir;
 pub use crate::feed::Feed;
 pub use crate::read::DEFAULT_MAX_FILE_BYTES;
 
+use crate::reader::on_reader;
 use crate::runner::Runner;
 use crate::services::Services;
 use crate::watch::Target;
@@ -190,9 +192,13 @@ impl Registry for FileRegistry {
         &self.id
     }
 
+    /// Reads the files on the `file-reader` thread that every file source shares (see
+    /// `reader`): the server runs a File registry over `--config-dir` too, where it reads
+    /// every file the config source reads.
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
         let services = Services::new(self.beside_config);
-        Runner::new(self.targets, self.max_file_bytes, shutdown, services).into_stream()
+        let runner = Runner::new(self.targets, self.max_file_bytes, shutdown.clone(), services);
+        on_reader(self.id.as_str(), runner.into_stream(), shutdown)
     }
 }
 

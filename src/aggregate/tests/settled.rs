@@ -123,10 +123,10 @@ fn rule(name: &str, host: &str) -> Arc<ConfigObject> {
             origin: format!("test: {name}").into(),
             ..ConfigMeta::default()
         },
-        spec: ConfigSpec::DestinationRule(DestinationRule {
+        spec: ConfigSpec::DestinationRule(Box::new(DestinationRule {
             host: host.into(),
             ..DestinationRule::default()
-        }),
+        })),
     })
 }
 

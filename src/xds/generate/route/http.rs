@@ -258,7 +258,7 @@ fn action(
                     duration(t.0)
                 }),
         ),
-        retry_policy: retry(rule.retries.as_ref()),
+        retry_policy: retry(rule.retries.as_deref()),
         ..Default::default()
     };
     set_destinations(&mut action, rule, dest);

@@ -33,7 +33,7 @@ fn vs(yaml: &str) -> ConfigObject {
 }
 
 fn dr(yaml: &str) -> ConfigObject {
-    object(yaml, ConfigSpec::DestinationRule)
+    object(yaml, |dr| ConfigSpec::DestinationRule(Box::new(dr)))
 }
 
 fn gw(yaml: &str) -> ConfigObject {
