@@ -119,7 +119,8 @@ pub struct ConfigMeta {
     pub origin: Arc<str>,
     /// What its source warned about it, as `field: message`: fields Istio defines that
     /// wayfinder does not act on, deprecated forms. Shown with the object on debug pages.
-    pub warnings: Vec<String>,
+    /// Shared, and two words rather than three: every object carries it, nearly always empty.
+    pub warnings: Arc<[String]>,
 }
 
 /// A configuration object's spec, by kind.

@@ -189,7 +189,7 @@ fn judge(origin: Origin, decoded: Decoded, skipped: &[FieldPath], validator: Val
             labels: metadata.labels.unwrap_or_default(),
             annotations: metadata.annotations.unwrap_or_default(),
             origin: origin.to_string().into(),
-            warnings: Vec::new(),
+            warnings: Arc::default(),
         },
         spec,
     };

@@ -453,7 +453,7 @@ metadata: {name: cm}
     };
     assert_eq!(dr.rejection(), None);
     assert_eq!(
-        dr.object.meta.warnings,
+        *dr.object.meta.warnings,
         [
             "spec.trafficPolicy.connectionPool.http.http2KeepAlive: not supported yet: wayfinder \
           ignores this field"
@@ -472,7 +472,7 @@ fn objects_read_hold_no_spare_room() {
                 - destination: {host: canary}\n  - route:\n    \
                 - destination: {host: reviews}\n      weight: 90\n    \
                 - destination: {host: old}\n      weight: 10\n";
-    let items = decode::read(Path::new("/cfg/vs.yaml"), yaml.as_bytes(), stand_in).unwrap();
+    let items = decode::read(Path::new("/cfg/vs.yaml"), yaml.as_bytes(), stand_in);
     let [Item::Object(judged)] = items.as_slice() else {
         panic!("one object expected: {items:?}");
     };
