@@ -197,7 +197,12 @@ impl Registry for FileRegistry {
     /// every file the config source reads.
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
         let services = Services::new(self.beside_config);
-        let runner = Runner::new(self.targets, self.max_file_bytes, shutdown.clone(), services);
+        let runner = Runner::new(
+            self.targets,
+            self.max_file_bytes,
+            shutdown.clone(),
+            services,
+        );
         on_reader(self.id.as_str(), runner.into_stream(), shutdown)
     }
 }

@@ -69,7 +69,12 @@ impl Wayfinder {
     /// permissions root ignores.
     pub(crate) async fn start_as_nobody(args: &[&str]) -> Self {
         Self::start_under(
-            &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ],
             args,
         )
         .await
