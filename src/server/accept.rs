@@ -14,12 +14,14 @@
 //! closed as soon as it is accepted, with a log line naming the address.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// The first and the longest pause after a failed accept.
@@ -142,6 +144,25 @@ impl Acceptor {
             per_peer: (per_peer > 0).then(|| PerPeer::new(per_peer)),
             said_full: false,
         }
+    }
+
+    /// Accepts until `shutdown`, running each connection as its own task (`connection`),
+    /// then waits for every connection to end.
+    pub(crate) async fn serve<F, Fut>(mut self, shutdown: &CancellationToken, mut connection: F)
+    where
+        F: FnMut(Accepted) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let mut connections = JoinSet::new();
+        loop {
+            let accepted = tokio::select! {
+                accepted = self.accept(shutdown) => accepted,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            };
+            let Some(accepted) = accepted else { break };
+            connections.spawn(connection(accepted));
+        }
+        while connections.join_next().await.is_some() {}
     }
 
     /// The next connection; `None` once `shutdown` is cancelled.

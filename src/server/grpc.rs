@@ -23,7 +23,6 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
@@ -51,26 +50,16 @@ pub(super) async fn serve(
     slots: usize,
     shutdown: CancellationToken,
 ) {
-    let mut acceptor = Acceptor::new(listener, "grpc", slots, limits.max_connections_per_peer);
+    let acceptor = Acceptor::new(listener, "grpc", slots, limits.max_connections_per_peer);
     let limits = Arc::new(limits);
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = acceptor.accept(&shutdown) => accepted,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
-        let Some(accepted) = accepted else { break };
-        // Without TCP_NODELAY a small response waits for the ACK of the one before it
-        // (Nagle): ~40 ms per round trip of the protocol, measured with examples/xds_load.
-        let _ = accepted.tcp.set_nodelay(true);
-        connections.spawn(connection(
-            accepted,
-            ads.clone(),
-            limits.clone(),
-            shutdown.clone(),
-        ));
-    }
-    while connections.join_next().await.is_some() {}
+    acceptor
+        .serve(&shutdown, |accepted| {
+            // Without TCP_NODELAY a small response waits for the ACK of the one before it
+            // (Nagle): ~40 ms per round trip of the protocol, measured with examples/xds_load.
+            let _ = accepted.tcp.set_nodelay(true);
+            connection(accepted, ads.clone(), limits.clone(), shutdown.clone())
+        })
+        .await;
 }
 
 /// Serves one connection until the client closes it, it reaches its age, it is idle, or

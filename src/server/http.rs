@@ -14,7 +14,6 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
@@ -32,22 +31,12 @@ pub(super) async fn serve(
     header_timeout: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut acceptor = Acceptor::new(listener, what, slots, 0);
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = acceptor.accept(&shutdown) => accepted,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
-        let Some(accepted) = accepted else { break };
-        connections.spawn(connection(
-            accepted,
-            router.clone(),
-            header_timeout,
-            shutdown.clone(),
-        ));
-    }
-    while connections.join_next().await.is_some() {}
+    let acceptor = Acceptor::new(listener, what, slots, 0);
+    acceptor
+        .serve(&shutdown, |accepted| {
+            connection(accepted, router.clone(), header_timeout, shutdown.clone())
+        })
+        .await;
 }
 
 async fn connection(
