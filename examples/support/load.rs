@@ -18,7 +18,6 @@ pub(crate) struct Logs {
 }
 
 impl Logs {
-    /// The first line at or after `from` that `pred` accepts, and its index.
     /// The first line at or after `from` that matches, among those logged so far.
     #[allow(dead_code)] // not every load example reads back its logs this way
     pub(crate) fn find(
@@ -39,14 +38,19 @@ impl Logs {
         lines[from.min(to)..to].iter().filter(|l| pred(l)).count()
     }
 
+    /// The first line at or after `from` that `pred` accepts, waiting for it. Each line is
+    /// looked at once: rescanning from `from` at every new line made waiting through 100,000
+    /// lines cost minutes of the tool's CPU, and held the lock the reader needs.
     pub(crate) async fn wait(&self, from: usize, pred: impl Fn(&Value) -> bool) -> (usize, Value) {
+        let mut next = from;
         loop {
             let notified = self.more.notified();
             {
                 let lines = self.lines.lock().unwrap();
-                if let Some((i, l)) = lines.iter().enumerate().skip(from).find(|(_, l)| pred(l)) {
+                if let Some((i, l)) = lines.iter().enumerate().skip(next).find(|(_, l)| pred(l)) {
                     return (i, l.clone());
                 }
+                next = next.max(lines.len());
             }
             tokio::time::timeout(Duration::from_secs(120), notified)
                 .await
