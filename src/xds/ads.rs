@@ -9,6 +9,9 @@
 
 mod clip;
 mod delta;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;
 mod held;
 mod limits;
 mod outbox;
@@ -205,6 +208,18 @@ impl From<StreamError> for Status {
     }
 }
 
+/// What a stream's requests may be under `limits`, with a new request budget.
+fn read_limits(limits: &Limits) -> ReadLimits {
+    ReadLimits {
+        max_bytes: limits.max_request_bytes,
+        max_names: limits.max_names_per_request,
+        max_node_id: limits.max_node_id_bytes,
+        max_node_metadata: limits.max_node_metadata_bytes,
+        message_wait: limits.idle_timeout,
+        budget: RequestBudget::new(limits.request_budget_bytes),
+    }
+}
+
 /// Who is at the other end of a stream, as far as it is known, for its log lines.
 #[derive(Default)]
 struct Peer {
@@ -250,14 +265,7 @@ impl AdsServer {
             pushes: Mutex::new(VecDeque::with_capacity(PUSH_LOG)),
             throttle: Throttle::new(limits.effective_push_throttle()),
             admission: Admission::new(limits.new_streams_per_second),
-            read_limits: ReadLimits {
-                max_bytes: limits.max_request_bytes,
-                max_names: limits.max_names_per_request,
-                max_node_id: limits.max_node_id_bytes,
-                max_node_metadata: limits.max_node_metadata_bytes,
-                message_wait: limits.idle_timeout,
-                budget: RequestBudget::new(limits.request_budget_bytes),
-            },
+            read_limits: read_limits(limits),
             first_request_wait: limits.idle_timeout,
         });
         tokio::spawn(follow(
