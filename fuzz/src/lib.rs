@@ -5,7 +5,7 @@
 //!
 //! | Target | Input | Through |
 //! |---|---|---|
-//! | [`config`] | files (YAML or JSON), separated by a line `%%` | [`wayfinder_file::Feed`]: the File registry's and the config source's parsing, validation and models |
+//! | [`config`] | files (YAML or JSON), separated by a line `%%` | [`wayfinder_file::Feed`]: the File registry's and the config source's parsing, validation and models; [`wayfinder_file::check()`] (`wayfinder validate`) |
 //! | [`consul`] | HTTP answers ([`records`]) | `wayfinder_consul::fuzz::replay`: answer reading, the supervisor's state, the mapping |
 //! | [`eureka`] | HTTP answers ([`records`]) | `wayfinder_eureka::fuzz::replay`: answer reading, the mirror and its deltas, the mapping |
 //! | [`ads`] | two control bytes, then a gRPC request body | `wayfinder::xds::ads::fuzz::serve`: request framing, limits and budget, node, state machines |
@@ -47,13 +47,17 @@ pub use records::{Record, records};
 
 /// Configuration files: each piece of `data` between lines `%%` is the new content of one of
 /// two files (`0.yaml`, `1.yaml`, in turn), read by the File registry's model and by the
-/// config source's, each committed after every file, as a watched directory is. Returns how
-/// many errors were reported.
+/// config source's, each committed after every file, as a watched directory is. The last
+/// content of both files is then checked as `wayfinder validate DIR` checks it
+/// ([`wayfinder_file::check()`], in a directory made for the run and removed after it).
+/// Returns how many errors the models reported.
 pub fn config(data: &[u8]) -> usize {
     let mut errors = 0;
     let mut entries = Feed::entries();
     let mut config = Feed::config();
+    let mut last: [&[u8]; 2] = [b"", b""];
     for (i, file) in split(data).enumerate() {
+        last[i % 2] = file;
         let name = format!("{}.yaml", i % 2);
         let mut refused = entries.apply(&name, Some(file));
         refused.extend(config.apply(&name, Some(file)));
@@ -70,7 +74,27 @@ pub fn config(data: &[u8]) -> usize {
             }
         }
     }
+    validate(&last);
     errors
+}
+
+/// `wayfinder validate` over a directory holding `files` as `0.yaml` and `1.yaml`.
+fn validate(files: &[&[u8]; 2]) {
+    let dir = std::env::temp_dir().join(format!("wayfinder-fuzz-{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(&dir)?;
+        for (i, file) in files.iter().enumerate() {
+            std::fs::write(dir.join(format!("{i}.yaml")), file)?;
+        }
+        Ok(())
+    };
+    if let Err(e) = write() {
+        panic!("{}: {e}", dir.display());
+    }
+    let report = wayfinder_file::check(std::slice::from_ref(&dir));
+    assert_eq!(report.files_checked, 2, "{report}");
+    drop(report.to_string());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Consul's answers, as [`records`] (`GET /v1/catalog/services?dc=dc1 200`, headers, body).
