@@ -36,6 +36,7 @@ use bytes::Bytes;
 use tonic::{Code, Status};
 use wayfinder::aggregate::snapshot_with_config;
 use wayfinder::xds::XdsSnapshot;
+use wayfinder::xds::ads::Limits;
 use wayfinder::xds::ads::fuzz::{Variant, serve};
 use wayfinder_file::Feed;
 use wayfinder_registry::config::{ConfigEvent, ConfigObject};
@@ -139,8 +140,11 @@ pub fn eureka(data: &[u8]) -> Vec<Result<Event, RegistryError>> {
 /// One ADS request stream: `data[0]` chooses the method (even: state of the world, odd:
 /// delta), `data[1]` the size of the DATA frames the body arrives in (0: one frame); the rest
 /// is the request body (each message after gRPC's 5-byte prefix). Served from the snapshot of
-/// `mesh.yaml`; then that snapshot without its last service is pushed. Returns the number of
-/// responses sent, or the status that refused the stream.
+/// `mesh.yaml`; then that snapshot without its last service is pushed. The server's limits are
+/// scaled down (16 KiB requests, 256 names, 2 KiB of node metadata, a 64 KiB budget) so that
+/// inputs of at most 64 KiB reach each refusal, and time is paused, so that a wait for the
+/// budget costs no real time. Returns the number of responses sent, or the status that
+/// refused the stream.
 pub fn ads(data: &[u8]) -> Result<usize, Status> {
     let [variant, chunk, body @ ..] = data else {
         return Ok(0);
@@ -159,7 +163,15 @@ pub fn ads(data: &[u8]) -> Result<usize, Status> {
             .collect(),
     };
     let mesh = mesh();
-    let served = runtime().block_on(serve(variant, frames, DOMAIN, &mesh.0, &mesh.1));
+    let limits = Limits {
+        max_request_bytes: 16 << 10,
+        request_budget_bytes: 64 << 10,
+        max_names_per_request: 256,
+        max_node_id_bytes: 1 << 10,
+        max_node_metadata_bytes: 2 << 10,
+        ..Limits::default()
+    };
+    let served = runtime().block_on(serve(variant, frames, &limits, DOMAIN, [&mesh.0, &mesh.1]));
     if let Err(status) = &served {
         assert_ne!(
             status.code(),
@@ -223,11 +235,14 @@ fn reported(err: &RegistryError) {
 }
 
 /// One runtime for every run: the request reader is async (frames, deadlines, the budget).
+/// Its clock is paused: when every task waits, it jumps to the next timer, so deadlines and
+/// the budget's wait behave as they do, instantly.
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
+            .start_paused(true)
             .build()
             .unwrap_or_else(|e| panic!("a tokio runtime: {e}"))
     })

@@ -283,6 +283,18 @@ fn seeds() -> Vec<Seed> {
         delta_seed("delta-sidecar-session", 0, delta.clone()),
         delta_seed("delta-sidecar-session-in-100-byte-frames", 100, delta),
         sotw_seed(
+            "sotw-too-many-names",
+            0,
+            vec![with_node(
+                DiscoveryRequest {
+                    type_url: EDS.into(),
+                    resource_names: (0..300).map(|i| format!("outbound|{i}||x")).collect(),
+                    ..DiscoveryRequest::default()
+                },
+                sidecar(),
+            )],
+        ),
+        sotw_seed(
             "sotw-first-request-without-node",
             0,
             vec![sotw(CDS, &[], "", "")],

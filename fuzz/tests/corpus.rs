@@ -104,7 +104,7 @@ fn eureka_seeds_reach_the_model() {
 }
 
 #[test]
-fn ads_seeds_are_served_and_a_stream_without_node_refused() {
+fn ads_seeds_are_served_and_bad_streams_refused() {
     replay("ads", |data| {
         let _ = wayfinder_fuzz::ads(data);
     });
@@ -122,5 +122,11 @@ fn ads_seeds_are_served_and_a_stream_without_node_refused() {
     assert_eq!(
         refused.map_err(|s| s.code()),
         Err(tonic::Code::InvalidArgument)
+    );
+    // The target's limits are small enough for its inputs to reach them.
+    let refused = wayfinder_fuzz::ads(&seed("ads", "sotw-too-many-names"));
+    assert_eq!(
+        refused.map_err(|s| s.code()),
+        Err(tonic::Code::ResourceExhausted)
     );
 }

@@ -32,20 +32,22 @@ pub enum Variant {
 }
 
 /// Serves one stream whose request body arrives as `frames` (the client's DATA frames, then
-/// the end of the stream), with the default [`Limits`], from `first`, then pushes `second`.
-/// The number of responses the stream sent, or the status that refused it.
+/// the end of the stream) under `limits` (their request budget is the stream's alone), from
+/// `first`, then pushes `second`. The number of responses the stream sent, or the status that
+/// refused it.
 pub async fn serve(
     variant: Variant,
     frames: Vec<Bytes>,
+    limits: &Limits,
     domain: &str,
-    first: &XdsSnapshot,
-    second: &XdsSnapshot,
+    snapshots: [&XdsSnapshot; 2],
 ) -> Result<usize, Status> {
     let frames = frames.into_iter().map(|f| Ok::<_, Status>(Frame::data(f)));
     let body = Body::new(StreamBody::new(stream::iter(frames)));
+    let [first, second] = snapshots;
     let result = match variant {
-        Variant::Sotw => run::<StreamState>(body, domain, first, second).await,
-        Variant::Delta => run::<DeltaState>(body, domain, first, second).await,
+        Variant::Sotw => run::<StreamState>(body, limits, domain, first, second).await,
+        Variant::Delta => run::<DeltaState>(body, limits, domain, first, second).await,
     };
     result.map_err(Status::from)
 }
@@ -53,11 +55,12 @@ pub async fn serve(
 /// The stream loop of `AdsServer::run`, without its waiting.
 async fn run<P: Protocol>(
     body: Body,
+    limits: &Limits,
     domain: &str,
     first: &XdsSnapshot,
     second: &XdsSnapshot,
 ) -> Result<usize, StreamError> {
-    let limits = read_limits(&Limits::default());
+    let limits = read_limits(limits);
     let max_names = limits.max_names;
     let mut requests = Requests::<P::Request>::new(body, limits);
     let Some(request) = requests.message().await? else {
