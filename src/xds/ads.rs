@@ -10,6 +10,9 @@
 mod clip;
 mod delta;
 mod errors;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;
 mod held;
 mod limits;
 mod outbox;
@@ -30,6 +33,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use prometheus_client::metrics::gauge::Gauge;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
@@ -129,6 +133,18 @@ pub struct Connection {
     pub types: Mutex<BTreeMap<TypeUrl, TypeStatus>>,
 }
 
+/// What a stream's requests may be under `limits`, with a new request budget.
+fn read_limits(limits: &Limits, in_use: Gauge) -> ReadLimits {
+    ReadLimits {
+        max_bytes: limits.max_request_bytes,
+        max_names: limits.max_names_per_request,
+        max_node_id: limits.max_node_id_bytes,
+        max_node_metadata: limits.max_node_metadata_bytes,
+        message_wait: limits.idle_timeout,
+        budget: RequestBudget::new(limits.request_budget_bytes, in_use),
+    }
+}
+
 impl AdsServer {
     /// A server over the aggregate's snapshots. `domain` is the mesh domain (`--domain`),
     /// `system_ca` the trust store of upstream TLS without a CA (`--system-ca-file`).
@@ -148,10 +164,7 @@ impl AdsServer {
         let (tx, versions) = watch::channel(model.version);
         let current =
             ArcSwap::from_pointee(XdsSnapshot::new(model, domain).with_system_ca(system_ca));
-        let budget = RequestBudget::new(
-            limits.request_budget_bytes,
-            metrics.xds_request_budget.clone(),
-        );
+        let read_limits = read_limits(limits, metrics.xds_request_budget.clone());
         let inner = Arc::new(Inner {
             aggregate: aggregate.clone(),
             metrics,
@@ -164,14 +177,7 @@ impl AdsServer {
             pushes: Mutex::new(VecDeque::with_capacity(PUSH_LOG)),
             throttle: Throttle::new(limits.effective_push_throttle()),
             admission: Admission::new(limits.new_streams_per_second),
-            read_limits: ReadLimits {
-                max_bytes: limits.max_request_bytes,
-                max_names: limits.max_names_per_request,
-                max_node_id: limits.max_node_id_bytes,
-                max_node_metadata: limits.max_node_metadata_bytes,
-                message_wait: limits.idle_timeout,
-                budget,
-            },
+            read_limits,
             first_request_wait: limits.idle_timeout,
         });
         tokio::spawn(follow(

@@ -125,22 +125,7 @@ impl Client {
             timeout = self.wait + self.wait / 16 + BLOCKING_SLACK;
         }
         let (origin, headers, body) = self.send(query, params, timeout).await?;
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let index = header("X-Consul-Index").and_then(|v| v.parse().ok());
-        let leader = match header("X-Consul-KnownLeader") {
-            None => Leader::Unsaid,
-            Some(v) if !v.eq_ignore_ascii_case("false") => Leader::Known,
-            Some(_) => Leader::Unknown(RegistryError::Unavailable {
-                origin: origin.clone(),
-                detail: no_leader_detail(header("X-Consul-LastContact")),
-            }),
-        };
-        let value = parse(&origin, &body)?;
-        Ok(Answer {
-            value,
-            index,
-            leader,
-        })
+        read_answer(&origin, &headers, &body)
     }
 
     /// A plain `GET /v1/<path>` with this timeout, such as `status/leader`, whose answer is
@@ -197,6 +182,32 @@ impl Client {
         }
         Ok((origin, headers, body))
     }
+}
+
+/// Reads a 2xx answer to the request `origin`: its body, its `X-Consul-Index` and what it
+/// says of the cluster's leader. Apart from the network, this is all the adapter takes from
+/// Consul, so it is also what the fuzzer feeds (`crate::fuzz`).
+pub(crate) fn read_answer<T: DeserializeOwned>(
+    origin: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Answer<T>, RegistryError> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let index = header("X-Consul-Index").and_then(|v| v.parse().ok());
+    let leader = match header("X-Consul-KnownLeader") {
+        None => Leader::Unsaid,
+        Some(v) if !v.eq_ignore_ascii_case("false") => Leader::Known,
+        Some(_) => Leader::Unknown(RegistryError::Unavailable {
+            origin: origin.to_string(),
+            detail: no_leader_detail(header("X-Consul-LastContact")),
+        }),
+    };
+    let value = parse(origin, body)?;
+    Ok(Answer {
+        value,
+        index,
+        leader,
+    })
 }
 
 fn parse<T: DeserializeOwned>(origin: &str, body: &[u8]) -> Result<T, RegistryError> {
@@ -263,7 +274,7 @@ fn origin(url: &str, query: &Query) -> String {
     }
 }
 
-fn status_detail(status: StatusCode, body: &[u8]) -> String {
+pub(crate) fn status_detail(status: StatusCode, body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     let excerpt: String = text.chars().take(BODY_EXCERPT).collect();

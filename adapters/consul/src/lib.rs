@@ -84,6 +84,10 @@ mod convert;
 pub mod fake;
 mod watch;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use watch::fuzz;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

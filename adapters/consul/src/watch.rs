@@ -8,6 +8,8 @@
 //! registry counts as failing while a watch fails, a probe fails, or the last answer from a
 //! datacenter came without a known leader.
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
 mod gate;
 mod liveness;
 mod poll;

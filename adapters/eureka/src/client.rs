@@ -24,7 +24,7 @@ pub(crate) struct Client {
 }
 
 /// What a GET answered.
-enum Answer {
+pub(crate) enum Answer {
     /// A 2xx status and its body.
     Body(Vec<u8>),
     /// Another status, and the beginning of its body.
@@ -76,22 +76,14 @@ impl Client {
     /// `GET {base}/apps`: the whole registry.
     pub(crate) async fn full(&self) -> Result<Applications, RegistryError> {
         let origin = self.origin("/apps");
-        match self.get(&self.apps, &origin).await? {
-            Answer::Body(body) => parse(&body, origin),
-            Answer::Status(status, excerpt) => Err(unavailable(origin, status, &excerpt)),
-        }
+        read_full(self.get(&self.apps, &origin).await?, origin)
     }
 
     /// `GET {base}/apps/delta`: recent changes, or `None` when the server does not serve deltas
     /// (403 or 404, as servers with deltas disabled answer, or an empty body).
     pub(crate) async fn delta(&self) -> Result<Option<Applications>, RegistryError> {
         let origin = self.origin("/apps/delta");
-        match self.get(&self.delta, &origin).await? {
-            Answer::Body(body) if body.trim_ascii().is_empty() => Ok(None),
-            Answer::Body(body) => parse(&body, origin).map(Some),
-            Answer::Status(StatusCode::FORBIDDEN | StatusCode::NOT_FOUND, _) => Ok(None),
-            Answer::Status(status, excerpt) => Err(unavailable(origin, status, &excerpt)),
-        }
+        read_delta(self.get(&self.delta, &origin).await?, origin)
     }
 
     fn origin(&self, path: &str) -> String {
@@ -114,19 +106,46 @@ impl Client {
             .bytes()
             .await
             .map_err(|e| failed(&format!("HTTP {status}, then reading the body: "), e))?;
+        Ok(Answer::new(status, &body))
+    }
+}
+
+impl Answer {
+    /// A 2xx answer's body, or another status with the beginning of its body.
+    pub(crate) fn new(status: StatusCode, body: &[u8]) -> Self {
         if status.is_success() {
-            Ok(Answer::Body(body.to_vec()))
-        } else {
-            let text = String::from_utf8_lossy(&body);
-            let excerpt: String = text
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .chars()
-                .take(BODY_EXCERPT)
-                .collect();
-            Ok(Answer::Status(status, excerpt))
+            return Answer::Body(body.to_vec());
         }
+        let text = String::from_utf8_lossy(body);
+        let excerpt: String = text
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(BODY_EXCERPT)
+            .collect();
+        Answer::Status(status, excerpt)
+    }
+}
+
+/// What an answer to `GET /apps` (named `origin` in errors) holds.
+pub(crate) fn read_full(answer: Answer, origin: String) -> Result<Applications, RegistryError> {
+    match answer {
+        Answer::Body(body) => parse(&body, origin),
+        Answer::Status(status, excerpt) => Err(unavailable(origin, status, &excerpt)),
+    }
+}
+
+/// What an answer to `GET /apps/delta` holds; `None` when the server serves no deltas.
+pub(crate) fn read_delta(
+    answer: Answer,
+    origin: String,
+) -> Result<Option<Applications>, RegistryError> {
+    match answer {
+        Answer::Body(body) if body.trim_ascii().is_empty() => Ok(None),
+        Answer::Body(body) => parse(&body, origin).map(Some),
+        Answer::Status(StatusCode::FORBIDDEN | StatusCode::NOT_FOUND, _) => Ok(None),
+        Answer::Status(status, excerpt) => Err(unavailable(origin, status, &excerpt)),
     }
 }
 

@@ -82,6 +82,9 @@
 mod api;
 mod client;
 mod convert;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;
 mod mirror;
 mod watch;
 

@@ -39,6 +39,25 @@ impl Mirror {
         changed
     }
 
+    /// The mirror after `delta`, if the result reconciles with the server: its hashcode is
+    /// the delta's `apps__hashcode`.
+    pub(crate) fn reconcile(&self, delta: Applications) -> Reconciled {
+        let server = delta.hashcode.clone();
+        let mut changed = None;
+        if !delta.application.0.is_empty() {
+            let mut next = self.clone();
+            if next.apply(delta) {
+                changed = Some(next);
+            }
+        }
+        let local = changed.as_ref().unwrap_or(self).hashcode();
+        if server.as_deref() == Some(local.as_str()) {
+            Reconciled::Yes(changed)
+        } else {
+            Reconciled::No { server, local }
+        }
+    }
+
     /// Eureka's reconcile hashcode (`Applications.getReconcileHashCode`): the number of
     /// instances per status, sorted by status, as `STATUS_count_` (`DOWN_1_UP_3_`); empty for
     /// an empty registry.
@@ -54,6 +73,18 @@ impl Mirror {
             .map(|(status, n)| format!("{status}_{n}_"))
             .collect()
     }
+}
+
+/// What a delta made of the mirror.
+#[derive(Debug)]
+pub(crate) enum Reconciled {
+    /// The result matches the server: the new mirror, `None` when nothing changed.
+    Yes(Option<Mirror>),
+    /// It does not (the server's hashcode, and ours): a full fetch is needed.
+    No {
+        server: Option<String>,
+        local: String,
+    },
 }
 
 /// The instances of a document with their keys and action types (taken out of the instance, so

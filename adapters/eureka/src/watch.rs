@@ -14,7 +14,7 @@ use wayfinder_registry::{
 
 use crate::client::Client;
 use crate::convert::convert;
-use crate::mirror::Mirror;
+use crate::mirror::{Mirror, Reconciled};
 
 type Item = Result<Event, RegistryError>;
 
@@ -174,24 +174,13 @@ impl Watcher {
     async fn refresh(&mut self) -> Result<Option<Mirror>, RegistryError> {
         if self.synced_at.elapsed() <= DELTA_HORIZON {
             match self.settings.client.delta().await? {
-                Some(delta) => {
-                    let server = delta.hashcode.clone();
-                    let mut mirror = None;
-                    if !delta.application.0.is_empty() {
-                        let mut next = self.mirror.clone();
-                        if next.apply(delta) {
-                            mirror = Some(next);
-                        }
-                    }
-                    let local = mirror.as_ref().unwrap_or(&self.mirror).hashcode();
-                    if server.as_deref() == Some(local.as_str()) {
-                        return Ok(mirror);
-                    }
-                    tracing::debug!(
+                Some(delta) => match self.mirror.reconcile(delta) {
+                    Reconciled::Yes(mirror) => return Ok(mirror),
+                    Reconciled::No { server, local } => tracing::debug!(
                         registry = %self.settings.id, ?server, %local,
                         "eureka: reconcile hashcode differs, fetching the full registry"
-                    );
-                }
+                    ),
+                },
                 None => tracing::debug!(
                     registry = %self.settings.id,
                     "eureka: no delta served, fetching the full registry"
@@ -202,31 +191,12 @@ impl Watcher {
         Ok((mirror != self.mirror).then_some(mirror))
     }
 
-    /// Upserts for changed services and removes for vanished ones; refused services keep what
-    /// was last sent.
     fn diff(
         &mut self,
-        mut current: BTreeMap<ServiceKey, Registration>,
+        current: BTreeMap<ServiceKey, Registration>,
         refused: &BTreeSet<ServiceKey>,
     ) -> Vec<Item> {
-        let mut items: Vec<Item> = self
-            .sent
-            .keys()
-            .filter(|key| !current.contains_key(*key) && !refused.contains(*key))
-            .map(|key| Ok(Event::Remove(key.clone())))
-            .collect();
-        for (key, reg) in &current {
-            if self.sent.get(key) != Some(reg) {
-                items.push(Ok(Event::Upsert(reg.clone())));
-            }
-        }
-        for key in refused {
-            if let Some(last_good) = self.sent.remove(key) {
-                current.insert(key.clone(), last_good);
-            }
-        }
-        self.sent = current;
-        items
+        diff(&mut self.sent, current, refused)
     }
 
     /// Items that keep the health true after a good fetch: the problems when they are new, or
@@ -275,4 +245,30 @@ impl Watcher {
             tracing::info!(registry = %self.settings.id, "eureka: the server answers again");
         }
     }
+}
+
+/// Upserts for changed services and removes for vanished ones, from what was `sent` to
+/// `current`; refused services keep what was last sent. `sent` becomes what the consumer has.
+pub(crate) fn diff(
+    sent: &mut BTreeMap<ServiceKey, Registration>,
+    mut current: BTreeMap<ServiceKey, Registration>,
+    refused: &BTreeSet<ServiceKey>,
+) -> Vec<Item> {
+    let mut items: Vec<Item> = sent
+        .keys()
+        .filter(|key| !current.contains_key(*key) && !refused.contains(*key))
+        .map(|key| Ok(Event::Remove(key.clone())))
+        .collect();
+    for (key, reg) in &current {
+        if sent.get(key) != Some(reg) {
+            items.push(Ok(Event::Upsert(reg.clone())));
+        }
+    }
+    for key in refused {
+        if let Some(last_good) = sent.remove(key) {
+            current.insert(key.clone(), last_good);
+        }
+    }
+    *sent = current;
+    items
 }
