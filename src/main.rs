@@ -45,11 +45,12 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         config_dirs: args.config_dir.clone(),
         max_file_bytes: args.max_file_bytes,
         domain: args.domain.clone(),
-        consul: consul_config(&args.consul),
+        consul: consul_config(&args.consul, args.client_limits.max_registry_answer_bytes),
         eureka: wayfinder_eureka::Config {
             url: args.eureka.eureka_url.clone(),
             interval: args.eureka.eureka_interval,
             suffix: args.eureka.eureka_suffix.clone(),
+            max_answer_bytes: args.client_limits.max_registry_answer_bytes,
             ..wayfinder_eureka::Config::default()
         },
         kubernetes: registries::Kubernetes {
@@ -110,7 +111,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn consul_config(args: &ConsulArgs) -> wayfinder_consul::Config {
+fn consul_config(args: &ConsulArgs, max_answer_bytes: usize) -> wayfinder_consul::Config {
     wayfinder_consul::Config {
         addr: args.consul_addr.clone(),
         interval: args.consul_interval,
@@ -125,6 +126,7 @@ fn consul_config(args: &ConsulArgs) -> wayfinder_consul::Config {
         hostname_template: args.consul_hostname_template.clone(),
         warning_is_healthy: !args.consul_warning_unhealthy,
         liveness_interval: args.consul_liveness_interval,
+        max_answer_bytes,
         ..wayfinder_consul::Config::default()
     }
 }

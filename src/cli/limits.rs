@@ -49,6 +49,10 @@ pub struct LimitArgs {
     /// How long a ping may go unanswered before the connection is closed.
     #[arg(long = "keepalive-timeout", visible_alias = "keepaliveTimeout", default_value = "10s", value_parser = parse_positive_duration)]
     pub keepalive_timeout: Duration,
+    /// The largest answer read from Consul or Eureka; a larger one is refused as an error of
+    /// its registry (whose last good state stays) before more of it is read.
+    #[arg(long = "max-registry-answer-bytes", default_value = "64MiB", value_parser = parse_bytes)]
+    pub max_registry_answer_bytes: usize,
     /// How long a client of the HTTP ports (debug, monitoring) may take to send a request's
     /// headers, the first or the next on a kept-alive connection, before it is closed.
     #[arg(long = "http-header-read-timeout", default_value = "10s", value_parser = parse_positive_duration)]

@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use wayfinder_registry::RegistryError;
+use wayfinder_registry::answer::{AnswerError, read_within};
 
 use crate::{BuildError, Config};
 
@@ -25,6 +26,7 @@ pub(crate) struct Client {
     token: Option<String>,
     wait: Duration,
     timeout: Duration,
+    max_answer: usize,
 }
 
 /// What to read: a path under `/v1`, in one datacenter (`None`: the agent's own).
@@ -102,6 +104,7 @@ impl Client {
             token: config.token.clone().filter(|t| !t.is_empty()),
             wait: config.wait,
             timeout: config.timeout,
+            max_answer: config.max_answer_bytes,
         })
     }
 
@@ -171,12 +174,17 @@ impl Client {
             .map_err(|e| unavailable(describe(&e.without_url())))?;
         let status = response.status();
         let headers = response.headers().clone();
-        let body = response.bytes().await.map_err(|e| {
-            unavailable(format!(
-                "the answer broke off while being read: {}",
-                describe(&e.without_url())
-            ))
-        })?;
+        let declared = response.content_length();
+        let body = read_within(declared, self.max_answer, response.bytes_stream())
+            .await
+            .map_err(|e| match e {
+                AnswerError::Read(e) => unavailable(format!(
+                    "the answer broke off while being read: {}",
+                    describe(&e.without_url())
+                )),
+                too_large => unavailable(too_large.to_string()),
+            })?;
+        let body = Bytes::from(body);
         if !status.is_success() {
             return Err(unavailable(status_detail(status, &body)));
         }

@@ -91,6 +91,7 @@ pub use watch::fuzz;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use wayfinder_registry::answer::DEFAULT_MAX_ANSWER_BYTES;
 use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
 
 use crate::convert::{Mapping, PLACEHOLDERS};
@@ -133,6 +134,9 @@ pub struct Config {
     /// Period of the liveness probe (`GET /v1/status/leader` per datacenter; see "When Consul
     /// fails" in the crate documentation). Zero turns it off; otherwise at least 100 ms.
     pub liveness_interval: Duration,
+    /// The largest answer read; a larger one is refused as an error, nothing more of it read
+    /// (default [`DEFAULT_MAX_ANSWER_BYTES`], 64 MiB).
+    pub max_answer_bytes: usize,
 }
 
 impl Default for Config {
@@ -148,6 +152,7 @@ impl Default for Config {
             hostname_template: DEFAULT_TEMPLATE.into(),
             warning_is_healthy: true,
             liveness_interval: DEFAULT_LIVENESS_INTERVAL,
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 }

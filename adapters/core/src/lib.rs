@@ -9,6 +9,7 @@
 //! With the `testkit` feature, the `testkit` module holds the conformance suite every adapter's tests
 //! run against their own registry.
 
+pub mod answer;
 pub mod backoff;
 pub mod config;
 pub mod duration;

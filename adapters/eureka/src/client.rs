@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use reqwest::{StatusCode, Url, header};
 use wayfinder_registry::RegistryError;
+use wayfinder_registry::answer::{AnswerError, read_within};
 
 use crate::BuildError;
 use crate::api::{Applications, parse_applications};
@@ -17,6 +18,7 @@ const BODY_EXCERPT: usize = 200;
 pub(crate) struct Client {
     http: reqwest::Client,
     timeout: Duration,
+    max_answer: usize,
     apps: Url,
     delta: Url,
     /// The base URL as shown in origins, with any password replaced by `***`.
@@ -34,7 +36,11 @@ pub(crate) enum Answer {
 impl Client {
     /// A client for the server at `base` (an http or https URL without query or fragment).
     /// Credentials in the URL are sent as basic authentication.
-    pub(crate) fn new(base: &Url, timeout: Duration) -> Result<Self, BuildError> {
+    pub(crate) fn new(
+        base: &Url,
+        timeout: Duration,
+        max_answer: usize,
+    ) -> Result<Self, BuildError> {
         let mut headers = header::HeaderMap::new();
         headers.insert(
             header::ACCEPT,
@@ -62,6 +68,7 @@ impl Client {
         Ok(Self {
             http,
             timeout,
+            max_answer,
             apps,
             delta,
             shown_base: shown.as_str().trim_end_matches('/').to_string(),
@@ -102,10 +109,18 @@ impl Client {
             .await
             .map_err(|e| failed("", e))?;
         let status = response.status();
-        let body = response
-            .bytes()
+        let declared = response.content_length();
+        let body = read_within(declared, self.max_answer, response.bytes_stream())
             .await
-            .map_err(|e| failed(&format!("HTTP {status}, then reading the body: "), e))?;
+            .map_err(|e| match e {
+                AnswerError::Read(e) => {
+                    failed(&format!("HTTP {status}, then reading the body: "), e)
+                }
+                too_large => RegistryError::Unavailable {
+                    origin: origin.to_string(),
+                    detail: too_large.to_string(),
+                },
+            })?;
         Ok(Answer::new(status, &body))
     }
 }

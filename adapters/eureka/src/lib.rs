@@ -93,6 +93,7 @@ pub mod fake;
 
 use std::time::Duration;
 
+use wayfinder_registry::answer::DEFAULT_MAX_ANSWER_BYTES;
 use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
 
 #[cfg(doc)]
@@ -118,6 +119,9 @@ pub struct Config {
     pub suffix: String,
     /// Timeout of each request, connecting included (default 10 s).
     pub timeout: Duration,
+    /// The largest answer read; a larger one is refused as an error, nothing more of it read
+    /// (default [`DEFAULT_MAX_ANSWER_BYTES`], 64 MiB).
+    pub max_answer_bytes: usize,
 }
 
 impl Default for Config {
@@ -127,6 +131,7 @@ impl Default for Config {
             interval: Duration::from_secs(5),
             suffix: ".eureka".into(),
             timeout: Duration::from_secs(10),
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 }
@@ -170,7 +175,7 @@ impl Config {
         // panics unless a process-wide crypto provider is installed. Installing it again fails
         // harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = client::Client::new(&url, self.timeout)?;
+        let client = client::Client::new(&url, self.timeout, self.max_answer_bytes)?;
         Ok(EurekaRegistry {
             id: id.clone(),
             settings: watch::Settings {

@@ -290,3 +290,28 @@ async fn invalid_instances_are_reported_once_and_again_after_changes() {
     assert!(matches!(watch.next().await, Ok(Event::Recovered)));
     watch.stop().await;
 }
+
+#[tokio::test]
+async fn an_answer_over_the_size_limit_is_refused_and_the_state_stays() {
+    let fake = fake().await;
+    let mut watch = Watch::start(wayfinder_eureka::Config {
+        max_answer_bytes: 64 << 10,
+        ..config(fake.url())
+    });
+    assert_eq!(watch.reset().await.len(), 2);
+    fake.set_fault(Fault::Malformed(" ".repeat(1 << 20)));
+    let err = errors_until(&mut watch, |_| true).await;
+    assert!(
+        matches!(&err, RegistryError::Unavailable { detail, .. }
+            if detail.contains("larger than 65536 bytes (--max-registry-answer-bytes)")),
+        "{err}"
+    );
+    fake.set_fault(Fault::None);
+    let recovered = loop {
+        match watch.next().await {
+            Ok(event) => break event,
+            Err(_) => continue,
+        }
+    };
+    assert_eq!(recovered, Event::Recovered, "nothing changed meanwhile");
+}

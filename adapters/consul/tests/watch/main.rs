@@ -316,3 +316,38 @@ async fn polling_mode_follows_changes() {
     let reg = upserted(watch.next().await);
     assert_eq!(&*reg.service.hostname, "beta.service.consul");
 }
+
+/// An answer larger than `max_answer_bytes` is refused from its length, nothing more of it
+/// read, and the service keeps its last good state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_the_size_limit_is_refused_and_the_last_good_state_stays() {
+    let fake = FakeConsul::start().await.expect("the fake starts");
+    fake.register(Instance::new("alpha", "i0", "10.0.0.1", 80));
+    let mut watch = Watch::start(Config {
+        max_answer_bytes: 64 << 10,
+        ..config(&fake)
+    });
+    let reset = watch.reset().await;
+    assert_eq!(reset.len(), 1);
+    fake.set_service_fault("alpha", Fault::Malformed(" ".repeat(1 << 20)));
+    fake.register(Instance::new("alpha", "i1", "10.0.0.2", 80));
+    match watch.next().await {
+        Err(RegistryError::Unavailable { origin, detail }) => {
+            assert!(origin.contains("/v1/health/service/alpha"), "{origin}");
+            assert!(
+                detail.contains("larger than 65536 bytes (--max-registry-answer-bytes)"),
+                "{detail}"
+            );
+        }
+        other => panic!("expected the answer refused, got {other:?}"),
+    }
+    fake.set_service_fault("alpha", Fault::None);
+    fake.register(Instance::new("alpha", "i2", "10.0.0.3", 80));
+    let reg = loop {
+        match watch.next().await {
+            Ok(Event::Upsert(reg)) => break reg,
+            Ok(_) | Err(_) => continue,
+        }
+    };
+    assert_eq!(reg.endpoints.len(), 3, "served again once the answer fits");
+}
