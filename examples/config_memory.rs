@@ -14,7 +14,9 @@
 //!
 //! Figures and what they showed: BENCHMARKS.md, "Hardening (issue 12)".
 //!
-//! Flags: `--objects N` (75000), `--cycles C` (3), `--binary PATH`
+//! Flags: `--objects N` (75000), `--cycles C` (3), `--settle S` (5: seconds to wait, once the
+//! server is idle, before each reading, as issue 13 reads RSS 5 s after the fact; an allocator
+//! that returns memory does it over a few seconds), `--binary PATH`
 //! (`target/release/wayfinder`), `--write FILE` (only write the file and exit),
 //! `--keep` (leave the file in place after the last cycle's add), `--heaptrack OUT` (run the
 //! server under `heaptrack -o OUT` and end it with SIGKILL, so that what `heaptrack_print`
@@ -38,6 +40,7 @@ struct Args {
     write: Option<String>,
     heaptrack: Option<String>,
     keep: bool,
+    settle: Duration,
     extra: Vec<String>,
 }
 
@@ -49,6 +52,7 @@ fn args() -> Args {
         write: None,
         heaptrack: None,
         keep: false,
+        settle: Duration::from_secs(5),
         extra: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -60,6 +64,9 @@ fn args() -> Args {
             "--write" => a.write = it.next(),
             "--heaptrack" => a.heaptrack = it.next(),
             "--keep" => a.keep = true,
+            "--settle" => {
+                a.settle = Duration::from_secs_f64(it.next().unwrap().parse().unwrap());
+            }
             "--" => a.extra = it.by_ref().collect(),
             other => panic!("unknown flag {other}"),
         }
@@ -133,9 +140,15 @@ async fn wait_objects(client: &reqwest::Client, metrics: &str, want: usize) -> D
     }
 }
 
-/// Waits until the server has used no CPU for half a second: work that follows a published
-/// snapshot (dropping the previous one, the ADS side taking the new one) is done.
-async fn wait_idle(pid: u32) {
+/// Waits until the server has used no CPU for half a second (work that follows a published
+/// snapshot, dropping the previous one and the ADS side taking the new one, is done), then
+/// `settle` more: the time an allocator is given to return what was freed.
+async fn wait_idle(pid: u32, settle: Duration) {
+    wait_quiet(pid).await;
+    tokio::time::sleep(settle).await;
+}
+
+async fn wait_quiet(pid: u32) {
     let started = Instant::now();
     let mut last = load::cpu_seconds(pid);
     loop {
@@ -212,7 +225,7 @@ async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     wait_objects(&client, &metrics, 0).await;
-    wait_idle(pid).await;
+    wait_idle(pid, args.settle).await;
     println!(
         "{} VirtualServices, {:.1} MB; server pid {pid}",
         args.objects,
@@ -223,7 +236,7 @@ async fn main() {
     for cycle in 1..=args.cycles {
         step(&staged, &target, true);
         let took = wait_objects(&client, &metrics, args.objects).await;
-        wait_idle(pid).await;
+        wait_idle(pid, args.settle).await;
         let (now, peak) = load::memory(pid);
         println!(
             "cycle {cycle} added in {:.1} s: RSS {now:.1} MiB (peak {peak:.1})",
@@ -234,7 +247,7 @@ async fn main() {
         }
         step(&staged, &target, false);
         let took = wait_objects(&client, &metrics, 0).await;
-        wait_idle(pid).await;
+        wait_idle(pid, args.settle).await;
         println!(
             "cycle {cycle} removed in {:.1} s: RSS {:.1} MiB",
             took.as_secs_f64(),

@@ -12,6 +12,19 @@ use wayfinder::debug::DebugToken;
 use wayfinder::debug::trust::read_token_file;
 use wayfinder::{registries, server};
 
+/// jemalloc, chosen by measurement (BENCHMARKS.md, "Allocators"): it gives memory back to the
+/// system when clients leave or configuration shrinks, where glibc's malloc kept what 500
+/// sidecars or a removed 75,000-object file had used. Build without default features for the
+/// system allocator (to profile with heaptrack), or with `mimalloc` to compare.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// mimalloc, for the comparison only (see the jemalloc allocator above).
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // reqwest is built without a default TLS provider (it would be aws-lc, a long C build);

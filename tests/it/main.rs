@@ -20,6 +20,7 @@
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
+//! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back.
 //! - `logging`: client text in text and JSON logs, istiod's `--log_output_level` and
 //!   `--log_as_json`, a closed standard error.
 //! - `bad_input`: malformed files and failing registries against the binary.
@@ -53,6 +54,7 @@ mod hardening;
 mod kubernetes;
 mod limits;
 mod logging;
+mod memory;
 mod support;
 mod tools;
 mod upstream_tls;
