@@ -39,6 +39,19 @@
 //!    client, per connection (includes the snapshot's encoded resources, shared by all); then
 //!    `--extra-clients` more connect to the warm server, and the RSS they add per connection.
 //!
+//! 4. **leave**: every client closes its connection; once the server's `pilot_xds` gauge reads 0,
+//!    `--leave-settle` later (5 s), the server's RSS, against its RSS before any client.
+//!
+//! Also reported: per client in the initial phase, the server's CPU and the bytes it sent, its
+//! CPU per byte sent, and its peak (VmHWM) and steady RSS (read when the last client has its
+//! configuration) above its RSS before clients; this machine's memory-copy rate (the best of
+//! five 256 MiB copies), to compare the CPU per byte with; and a warning when the tool used more
+//! CPU than the server in the initial phase, so that a run bound by the tool says so.
+//!
+//! Clients read their streams with the gRPC framing done in `xds_load/stream.rs`, which holds
+//! nothing between messages: tonic's `Streaming` kept a buffer of the largest message for the
+//! stream's life (11 MB per full-mesh sidecar at 10,000 services).
+//!
 //! For each phase: responses, resources, bytes (sum of `Any.value` lengths) and removed names
 //! per type received by all clients, total pushes (responses), server RSS and peak (VmHWM) at
 //! its end, server CPU seconds (utime + stime from `/proc/PID/stat`, 100 ticks a second
@@ -49,8 +62,9 @@
 //! (5), `--changes K` (20), `--rate R` (changes per second; default one at a time, each after
 //! the previous reached every subscriber or timed out), `--connect-rate R` (1000 connections
 //! per second; 0: no limit), `--extra-clients B` (C/4; 0: skip), `--timeout S` (60 s for the
-//! initial phase after connecting, and per change), `--settle S` (2 s before memory readings),
-//! `--binary PATH` (`target/release/wayfinder`), `--json PATH` (also write the figures as one
+//! initial phase after connecting, and per change), `--settle S` (2 s before memory
+//! readings; the issue 13 runs use 5), `--leave-settle S` (5 s after the last client left,
+//! before the last reading), `--binary PATH` (`target/release/wayfinder`), `--json PATH` (also write the figures as one
 //! JSON object); anything after `--` goes to `wayfinder discovery` (e.g. `--debounce-after 10ms`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -68,6 +82,8 @@ mod decode;
 mod delta;
 #[path = "xds_load/fleet.rs"]
 mod fleet;
+#[path = "xds_load/leave.rs"]
+mod leave;
 #[path = "support/load.rs"]
 mod load;
 #[path = "xds_load/mesh.rs"]
@@ -78,6 +94,8 @@ mod phases;
 mod report;
 #[path = "xds_load/sotw.rs"]
 mod sotw;
+#[path = "xds_load/stream.rs"]
+mod stream;
 #[path = "xds_load/wire.rs"]
 mod wire;
 
@@ -89,6 +107,7 @@ use report::{Idle, Report, Sample};
 #[tokio::main]
 async fn main() {
     let args = args::parse();
+    let memcpy = leave::memcpy_rate();
     let mesh = Mesh::write(args.services, args.endpoints, args.per_file);
     let mut flags: Vec<String> = vec![
         "--registries".into(),
@@ -107,6 +126,15 @@ async fn main() {
         .as_str()
         .and_then(|a| a.parse().ok())
         .expect("the gRPC address");
+    let (_, line) = logs
+        .wait(0, |l| {
+            l["message"] == "listening" && l["listener"] == "monitoring"
+        })
+        .await;
+    let monitoring: SocketAddr = line["address"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("the monitoring address");
     let (synced, _) = logs
         .wait(0, |l| l["message"] == "sources synced; serving")
         .await;
@@ -141,6 +169,7 @@ async fn main() {
     };
     let after_idle = Sample::take(&fleet, pid);
     fleet.cancel.cancel();
+    let left = leave::leave(monitoring, pid, args.leave_settle).await;
     let server_exit = child.try_wait().unwrap().map(|status| status.to_string());
     child.kill().await.unwrap();
     drop(mesh); // removes the temporary directory
@@ -152,6 +181,8 @@ async fn main() {
         rss_before_extra: idle_start.rss,
         rss_with_extra: after_idle.rss,
         extra_initial,
+        left,
+        memcpy,
     };
     phases.push(("initial", before, after_initial));
     phases.push(("churn", churn_start, after_churn));

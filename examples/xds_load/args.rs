@@ -35,6 +35,8 @@ pub(crate) struct Args {
     pub(crate) extra_clients: usize,
     pub(crate) timeout: Duration,
     pub(crate) settle: Duration,
+    /// How long after the last client left the server's RSS is read.
+    pub(crate) leave_settle: Duration,
     pub(crate) binary: String,
     pub(crate) json: Option<String>,
     pub(crate) extra: Vec<String>,
@@ -74,6 +76,7 @@ pub(crate) fn parse() -> Args {
         extra_clients: usize::MAX,
         timeout: Duration::from_secs(60),
         settle: Duration::from_secs(2),
+        leave_settle: Duration::from_secs(5),
         binary: "target/release/wayfinder".into(),
         json: None,
         extra: Vec::new(),
@@ -97,6 +100,7 @@ pub(crate) fn parse() -> Args {
             "--connect-rate" => a.connect_rate = Some(number(value())).filter(|r| *r > 0.0),
             "--timeout" => a.timeout = Duration::from_secs_f64(number(value())),
             "--settle" => a.settle = Duration::from_secs_f64(number(value())),
+            "--leave-settle" => a.leave_settle = Duration::from_secs_f64(number(value())),
             "--protocol" => {
                 a.protocol = match value().as_str() {
                     "sotw" => Protocol::Sotw,

@@ -6,11 +6,11 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
-use tonic::Streaming;
 use wayfinder::xds::TypeUrl;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::fleet::{Event, Fleet};
+use crate::stream::Incoming;
 
 /// How far a client is with its initial configuration: which types answered, and which
 /// subscribed names have not arrived yet (as hashes, and only until it is complete).
@@ -58,7 +58,7 @@ impl Progress {
 /// One protocol's client state machine, without I/O.
 pub(crate) trait Machine {
     type Request;
-    type Response;
+    type Response: prost::Message + Default;
     /// The requests to send for a response received at `at`.
     fn on_response(&mut self, r: Self::Response, at: Instant) -> Vec<Self::Request>;
     /// True once, when the initial configuration is complete and acknowledged.
@@ -72,7 +72,7 @@ pub(crate) async fn drive<M: Machine>(
     started: Instant,
     mut m: M,
     tx: mpsc::Sender<M::Request>,
-    mut rx: Streaming<M::Response>,
+    mut rx: Incoming<M::Response>,
 ) -> Result<(), String> {
     loop {
         let r = tokio::select! {

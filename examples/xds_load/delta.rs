@@ -33,7 +33,7 @@ pub(crate) async fn run(fleet: &Arc<Fleet>, id: usize, started: Instant) -> Resu
             .await
             .map_err(|_| "the request stream closed")?;
     }
-    let stream = wire::open(channel, wire::DELTA, ReceiverStream::new(rx)).await?;
+    let stream = crate::stream::open(channel, wire::DELTA, ReceiverStream::new(rx)).await?;
     drive(fleet, id, started, m, tx, stream).await
 }
 

@@ -50,6 +50,10 @@ pub(crate) struct Idle {
     pub(crate) rss_before_extra: f64,
     pub(crate) rss_with_extra: f64,
     pub(crate) extra_initial: Option<Initial>,
+    /// Every client gone, and the server's RSS a while after.
+    pub(crate) left: crate::leave::Left,
+    /// This machine's memory-copy rate, bytes per second.
+    pub(crate) memcpy: f64,
 }
 
 pub(crate) struct Report<'a> {
@@ -95,8 +99,38 @@ impl Report<'_> {
                 "marginal_kib": kib_each(i.rss_before_extra, i.rss_with_extra, i.extra),
                 "extra_initial": i.extra_initial.as_ref().map(|e| initial_json(e, i.extra)),
             },
+            "leave": {
+                "gone_after_s": i.left.gone_after_s,
+                "settle_s": a.leave_settle.as_secs_f64(),
+                "rss_after_mib": i.left.rss_mib,
+                "of_before": i.left.rss_mib / i.rss_before,
+            },
+            "per_client_initial": self.per_client(),
+            "memcpy_bytes_per_s": i.memcpy,
             "server_exit": self.server_exit,
             "phases": phases,
+        })
+    }
+
+    /// The initial phase per client: server CPU and bytes sent, CPU per byte, and the server's
+    /// peak and steady RSS above its RSS before any client, each divided by the clients.
+    fn per_client(&self) -> Value {
+        let Some((_, from, to)) = self.phases.iter().find(|(n, _, _)| *n == "initial") else {
+            return Value::Null;
+        };
+        let n = self.args.clients as f64;
+        let cpu = to.server_cpu - from.server_cpu;
+        let bytes: u64 = (0..4)
+            .map(|t| to.counters[t][2] - from.counters[t][2])
+            .sum();
+        json!({
+            "server_cpu_ms": cpu * 1e3 / n,
+            "bytes": bytes as f64 / n,
+            "server_ns_per_byte": cpu * 1e9 / bytes.max(1) as f64,
+            "peak_kib": kib_each(self.idle.rss_before, to.peak, self.args.clients),
+            // Steady: when the last client has its configuration, every client connected.
+            "steady_kib": kib_each(self.idle.rss_before, to.rss, self.args.clients),
+            "tool_bound": to.tool_cpu - from.tool_cpu > cpu,
         })
     }
 
@@ -178,6 +212,36 @@ impl Report<'_> {
                 f(&id["rss_with_extra_mib"]),
                 f(&id["marginal_kib"]),
                 f(&id["extra_initial"]["all_done_ms"]),
+            );
+        }
+        let lv = &j["leave"];
+        println!(
+            "leave: every client gone {:.1} s after they were told; server RSS {:.1} s later \
+             {:.1} MiB ({:.0}% of before clients)",
+            f(&lv["gone_after_s"]),
+            f(&lv["settle_s"]),
+            f(&lv["rss_after_mib"]),
+            f(&lv["of_before"]) * 100.0,
+        );
+        let pc = &j["per_client_initial"];
+        println!(
+            "per client, initial phase: server CPU {:.2} ms, {:.2} MB sent, \
+             {:.2} ns of server CPU per byte; peak +{:.0} KiB, steady +{:.0} KiB over before",
+            f(&pc["server_cpu_ms"]),
+            f(&pc["bytes"]) / 1e6,
+            f(&pc["server_ns_per_byte"]),
+            f(&pc["peak_kib"]),
+            f(&pc["steady_kib"]),
+        );
+        println!(
+            "this machine copies memory at {:.1} GB/s ({:.3} ns per byte)",
+            f(&j["memcpy_bytes_per_s"]) / 1e9,
+            1e9 / f(&j["memcpy_bytes_per_s"]),
+        );
+        if pc["tool_bound"].as_bool() == Some(true) {
+            println!(
+                "THE TOOL USED MORE CPU THAN THE SERVER in the initial phase: its figures are \
+                 bound by the tool as much as by the server"
             );
         }
         println!(

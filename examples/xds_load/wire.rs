@@ -10,12 +10,8 @@
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes};
-use http::uri::PathAndQuery;
 use prost::Message;
 use prost::encoding::{DecodeContext, WireType};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
-use tonic::transport::Channel;
 use wayfinder::xds::pb::core::Node;
 
 /// `google.protobuf.Any` cut to its value (the type URL is the response's).
@@ -156,28 +152,3 @@ pub(crate) const SOTW: &str =
 /// The delta method.
 pub(crate) const DELTA: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
-
-/// Opens an ADS stream of `method` on `channel`, sending `requests`.
-pub(crate) async fn open<Req, Resp>(
-    channel: Channel,
-    method: &'static str,
-    requests: ReceiverStream<Req>,
-) -> Result<Streaming<Resp>, String>
-where
-    Req: Message + Send + Sync + 'static,
-    Resp: Message + Default + Send + Sync + 'static,
-{
-    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(usize::MAX);
-    grpc.ready()
-        .await
-        .map_err(|e| format!("connection not ready: {e}"))?;
-    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
-    grpc.streaming(
-        tonic::Request::new(requests),
-        PathAndQuery::from_static(method),
-        codec,
-    )
-    .await
-    .map(tonic::Response::into_inner)
-    .map_err(|s| format!("open the stream: {s}"))
-}
