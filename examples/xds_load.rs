@@ -57,10 +57,17 @@
 //! its end, server CPU seconds (utime + stime from `/proc/PID/stat`, 100 ticks a second
 //! assumed) in it and in total, and the tool's own CPU seconds.
 //!
+//! With `--sidecar-hosts K`, the tool also writes one Istio `Sidecar` per client namespace
+//! (`--namespaces N` spreads the clients over `load-0` … `load-N-1`; 1 keeps them in `load`)
+//! whose egress lists K services (`load/svc-…`, K consecutive ones from namespace index × K),
+//! into a second directory passed as `--config-dir`: each sidecar then receives those K
+//! services, as Istio recommends for large meshes.
+//!
 //! Flags: `--services N` (1000), `--endpoints M` (10), `--per-file F` (100), `--clients C`
 //! (100), `--protocol sotw|delta` (sotw), `--kind sidecar|grpc` (sidecar), `--grpc-targets K`
-//! (5), `--changes K` (20), `--rate R` (changes per second; default one at a time, each after
-//! the previous reached every subscriber or timed out), `--connect-rate R` (1000 connections
+//! (5), `--namespaces N` (1), `--sidecar-hosts K` (0: no Sidecar), `--changes K` (20),
+//! `--rate R` (changes per second; default one at a time, each after the previous reached
+//! every subscriber or timed out), `--connect-rate R` (1000 connections
 //! per second; 0: no limit), `--extra-clients B` (C/4; 0: skip), `--timeout S` (60 s for the
 //! initial phase after connecting, and per change), `--settle S` (2 s before memory
 //! readings; the issue 13 runs use 5), `--leave-settle S` (5 s after the last client left,
@@ -115,6 +122,12 @@ async fn main() {
         "--file-registry".into(),
     ];
     flags.push(mesh.path().display().to_string());
+    let sidecars = (args.sidecar_hosts > 0)
+        .then(|| mesh::write_sidecars(args.namespaces, args.sidecar_hosts, args.services));
+    if let Some(dir) = &sidecars {
+        flags.push("--config-dir".into());
+        flags.push(dir.path().display().to_string());
+    }
     flags.extend(args.extra.iter().cloned());
     let (mut child, pid, logs) = load::spawn(&args.binary, &flags);
     let (_, line) = logs
@@ -172,7 +185,8 @@ async fn main() {
     let left = leave::leave(monitoring, pid, args.leave_settle).await;
     let server_exit = child.try_wait().unwrap().map(|status| status.to_string());
     child.kill().await.unwrap();
-    drop(mesh); // removes the temporary directory
+    drop(mesh); // removes the temporary directories
+    drop(sidecars);
 
     let idle = Idle {
         rss_before,

@@ -27,6 +27,10 @@ pub(crate) struct Args {
     pub(crate) protocol: Protocol,
     pub(crate) kind: Kind,
     pub(crate) grpc_targets: usize,
+    /// Namespaces the clients are spread over (`load-K`; 1: all in `load`).
+    pub(crate) namespaces: usize,
+    /// Hosts each namespace's Sidecar lets its proxies reach (0: no Sidecar).
+    pub(crate) sidecar_hosts: usize,
     pub(crate) changes: usize,
     /// Changes per second; `None`: one at a time, each after the previous converged.
     pub(crate) rate: Option<f64>,
@@ -70,6 +74,8 @@ pub(crate) fn parse() -> Args {
         protocol: Protocol::Sotw,
         kind: Kind::Sidecar,
         grpc_targets: 5,
+        namespaces: 1,
+        sidecar_hosts: 0,
         changes: 20,
         rate: None,
         connect_rate: Some(1000.0),
@@ -94,6 +100,8 @@ pub(crate) fn parse() -> Args {
             "--per-file" => a.per_file = number(value()) as usize,
             "--clients" => a.clients = number(value()) as usize,
             "--grpc-targets" => a.grpc_targets = number(value()) as usize,
+            "--namespaces" => a.namespaces = number(value()) as usize,
+            "--sidecar-hosts" => a.sidecar_hosts = number(value()) as usize,
             "--changes" => a.changes = number(value()) as usize,
             "--extra-clients" => a.extra_clients = number(value()) as usize,
             "--rate" => a.rate = Some(number(value())).filter(|r| *r > 0.0),
@@ -123,6 +131,7 @@ pub(crate) fn parse() -> Args {
     }
     assert!(a.services > 0 && a.endpoints > 0 && a.clients > 0 && a.per_file > 0);
     assert!(a.grpc_targets > 0, "--grpc-targets must be at least 1");
+    assert!(a.namespaces > 0, "--namespaces must be at least 1");
     if a.extra_clients == usize::MAX {
         a.extra_clients = (a.clients / 4).max(1);
     }

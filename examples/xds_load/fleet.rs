@@ -120,10 +120,10 @@ impl Fleet {
             .map_err(|e| format!("connect: {e}"))
     }
 
-    /// Client `id`'s node: an Envoy sidecar in namespace `load` at 10.9.x.y, or a proxyless
-    /// gRPC client (told apart by its user agent, as gRPC's own is) in namespace `load`.
+    /// Client `id`'s node: an Envoy sidecar at 10.9.x.y, or a proxyless gRPC client (told
+    /// apart by its user agent, as gRPC's own is), in its namespace ([`mesh::client_namespace`]).
     pub(crate) fn node(&self, id: usize) -> Node {
-        let ns = mesh::NAMESPACE;
+        let ns = &mesh::client_namespace(id, self.args.namespaces);
         match self.args.kind {
             Kind::Sidecar => Node {
                 id: format!(
@@ -159,6 +159,10 @@ impl Fleet {
     /// Whether client `id` receives the endpoints of service `s`.
     pub(crate) fn subscribes(&self, id: usize, s: usize) -> bool {
         match self.args.kind {
+            Kind::Sidecar if self.args.sidecar_hosts > 0 => {
+                let ns = id % self.args.namespaces;
+                mesh::scope(ns, self.args.sidecar_hosts, self.args.services).any(|h| h == s)
+            }
             Kind::Sidecar => true,
             Kind::Grpc => self.window(id).any(|w| w == s),
         }

@@ -24,8 +24,46 @@ pub(crate) struct Mesh {
     generation: Vec<usize>,
 }
 
-/// The namespace of every service and client.
+/// The namespace of every service, and of every client unless `--namespaces` spreads them.
 pub(crate) const NAMESPACE: &str = "load";
+
+/// Client `id`'s namespace: `load`, or `load-K` for `K` = `id` mod `namespaces` when there
+/// are several.
+pub(crate) fn client_namespace(id: usize, namespaces: usize) -> String {
+    match namespaces {
+        1 => NAMESPACE.to_string(),
+        n => format!("{NAMESPACE}-{}", id % n),
+    }
+}
+
+/// The services the Sidecar of client namespace `ns` lets its proxies reach: `hosts`
+/// consecutive ones from `ns × hosts`, wrapping.
+pub(crate) fn scope(ns: usize, hosts: usize, services: usize) -> impl Iterator<Item = usize> {
+    (0..hosts.min(services)).map(move |j| (ns * hosts + j) % services)
+}
+
+/// Writes one `Sidecar` per client namespace, limiting egress to its [`scope`], into a new
+/// temporary directory for `--config-dir`: Istio's recommended configuration for a large mesh.
+pub(crate) fn write_sidecars(namespaces: usize, hosts: usize, services: usize) -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("wayfinder-xds-load-config-")
+        .tempdir()
+        .unwrap();
+    let mut yaml = String::new();
+    for ns in 0..namespaces {
+        yaml.push_str(&format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\n\
+             metadata: {{name: default, namespace: {}}}\nspec:\n  egress:\n  - hosts:\n",
+            client_namespace(ns, namespaces)
+        ));
+        for s in scope(ns, hosts, services) {
+            yaml.push_str(&format!("    - {NAMESPACE}/{}\n", hostname(s)));
+        }
+        yaml.push_str("---\n");
+    }
+    std::fs::write(dir.path().join("sidecars.yaml"), yaml).unwrap();
+    dir
+}
 /// The service port.
 pub(crate) const PORT: u16 = 8080;
 
