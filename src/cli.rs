@@ -289,6 +289,8 @@ impl Discovery {
             max_connection_age_grace: self.max_connection_age_grace,
             max_request_bytes: l.max_request_bytes,
             request_budget_bytes: l.max_request_budget,
+            push_budget_bytes: l.max_push_budget,
+            push_send_timeout: l.push_send_timeout,
             max_names_per_request: l.max_names_per_request,
             max_node_id_bytes: l.max_node_id_bytes,
             max_node_metadata_bytes: l.max_node_metadata_bytes,

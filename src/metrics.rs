@@ -113,11 +113,14 @@ pub struct Metrics {
     /// `wayfinder_xds_refused_streams_total{reason}`: streams the server refused: `rate` (the
     /// new-stream rate limit), `budget` (the request budget was in use), `size`, `names`,
     /// `node` (a bad or oversized node), `compressed`, `slow` (a request that did not arrive
-    /// in time), `malformed`.
+    /// in time), `malformed`, `stalled` (a client that stopped reading its responses).
     pub xds_refused_streams: Family<ReasonLabel, Counter>,
     /// `wayfinder_xds_request_budget_bytes`: bytes of the request budget
     /// (`--max-request-budget`) held by requests being read or handled.
     pub xds_request_budget: Gauge,
+    /// `wayfinder_xds_push_budget_bytes`: bytes of the push budget (`--max-push-budget`)
+    /// held by copied response chunks not yet written to their connections.
+    pub xds_push_budget: Gauge,
     /// `pilot_inbound_updates{type}`: registry changes (`eds`, `svc`, `svcdelete`).
     pub inbound_updates: Family<TypeLabel, IstioCounter>,
     /// `pilot_services`: services in the published snapshot.
@@ -168,6 +171,7 @@ impl Metrics {
             xds_expired_nonce: IstioCounter::default(),
             xds_refused_streams: Family::default(),
             xds_request_budget: Gauge::default(),
+            xds_push_budget: Gauge::default(),
             inbound_updates: Family::default(),
             services: Gauge::default(),
             rejected_configs: IstioCounter::default(),
@@ -224,6 +228,11 @@ impl Metrics {
             "wayfinder_xds_request_budget_bytes",
             "Bytes of the request budget held by requests being read or handled",
             m.xds_request_budget.clone(),
+        );
+        r.register(
+            "wayfinder_xds_push_budget_bytes",
+            "Bytes of the push budget held by response chunks not yet written",
+            m.xds_push_budget.clone(),
         );
         r.register(
             "pilot_inbound_updates",

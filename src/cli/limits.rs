@@ -19,6 +19,14 @@ pub struct LimitArgs {
     /// would go beyond waits up to a second, then is refused with `RESOURCE_EXHAUSTED`.
     #[arg(long = "max-request-budget", default_value = "64MiB", value_parser = parse_bytes)]
     pub max_request_budget: usize,
+    /// Bytes of copied ADS responses that all connections may hold unwritten at once (the
+    /// push budget); a stream with no room waits for it.
+    #[arg(long = "max-push-budget", default_value = "64MiB", value_parser = parse_bytes)]
+    pub max_push_budget: usize,
+    /// How long an ADS client may take none of its responses while it holds some of the push
+    /// budget before its connection is closed.
+    #[arg(long = "push-send-timeout", default_value = "60s", value_parser = parse_positive_duration)]
+    pub push_send_timeout: Duration,
     /// Resource names in one ADS request, and per type in one delta stream's subscription.
     #[arg(long = "max-names-per-request", default_value_t = 100_000)]
     pub max_names_per_request: usize,

@@ -38,6 +38,11 @@ const SHUTDOWN: &str = "the server is shutting down";
 /// fill on every connection with requests the server is not reading yet.
 pub(crate) const WINDOW: u32 = 64 << 10;
 
+/// What one stream's HTTP/2 send buffer may hold before hyper stops asking its body for more:
+/// a stream's share of the push budget is at most this and one chunk. hyper's default is
+/// 400 KiB, which 160 streams of clients that do not read would fill the 64 MiB budget with.
+pub(crate) const SEND_BUFFER: usize = 64 << 10;
+
 /// How long an idle connection has to close after its `GOAWAY` before it is dropped.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
 
@@ -93,6 +98,7 @@ async fn connection(
         .max_concurrent_streams(limits.max_streams_per_connection)
         .initial_stream_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
+        .max_send_buf_size(SEND_BUFFER)
         .keep_alive_interval(limits.keepalive_interval)
         .keep_alive_timeout(limits.keepalive_timeout)
         .serve_connection(TokioIo::new(tcp), service);
@@ -114,6 +120,10 @@ async fn connection(
         }
         () = aged => (AT_AGE, limits.max_connection_age_grace),
         () = shutdown.cancelled() => (SHUTDOWN, limits.max_connection_age_grace),
+        () = end.aborted() => {
+            tracing::debug!(%peer, "dropping an ADS connection whose client stopped reading");
+            return;
+        }
         () = idle => {
             tracing::debug!(%peer, timeout = ?limits.idle_timeout, "closing an ADS connection without streams");
             ("the connection is idle", IDLE_CLOSE)
@@ -121,7 +131,13 @@ async fn connection(
     };
     conn.as_mut().graceful_shutdown();
     end.end(why);
-    if tokio::time::timeout(grace, conn).await.is_err() {
+    let closed = async {
+        tokio::select! {
+            () = end.aborted() => {}
+            _ = conn => {}
+        }
+    };
+    if tokio::time::timeout(grace, closed).await.is_err() {
         tracing::debug!(%peer, why, "dropping an ADS connection still open after its grace period");
     }
     drop(slot);

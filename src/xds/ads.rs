@@ -53,7 +53,9 @@ use self::errors::{Peer, StreamError};
 use self::limits::{Admission, RequestBudget, Throttle};
 use self::outbox::Outbox;
 use self::protocol::Protocol;
-use self::wire::{Budgeted, Method, Outgoing, ReadLimits, Requests, ResponseBody};
+use self::wire::{
+    Budgeted, Method, Outgoing, Progress, PushBudget, ReadLimits, Requests, ResponseBody,
+};
 
 use crate::aggregate::AggregateHandle;
 use crate::metrics::{Metrics, ReasonLabel};
@@ -88,6 +90,11 @@ struct Inner {
     read_limits: ReadLimits,
     /// How long a new stream may take to send its first request.
     first_request_wait: Duration,
+    /// The bytes of copied responses every connection may hold unwritten at once.
+    push_budget: PushBudget,
+    /// How long a stream may hold some of the push budget while its connection takes
+    /// nothing, before the connection is closed.
+    push_send_timeout: Duration,
 }
 
 /// How many pushes `/debug/push_status` keeps.
@@ -165,6 +172,8 @@ impl AdsServer {
         let current =
             ArcSwap::from_pointee(XdsSnapshot::new(model, domain).with_system_ca(system_ca));
         let read_limits = read_limits(limits, metrics.xds_request_budget.clone());
+        let push_budget =
+            PushBudget::new(limits.push_budget_bytes, metrics.xds_push_budget.clone());
         let inner = Arc::new(Inner {
             aggregate: aggregate.clone(),
             metrics,
@@ -179,6 +188,8 @@ impl AdsServer {
             admission: Admission::new(limits.new_streams_per_second),
             read_limits,
             first_request_wait: limits.idle_timeout,
+            push_budget,
+            push_send_timeout: limits.push_send_timeout,
         });
         tokio::spawn(follow(
             aggregate,
@@ -244,12 +255,18 @@ impl AdsServer {
         self,
         requests: Requests<P::Request>,
         tx: Responses,
+        progress: Arc<Progress>,
         end: ConnectionEnd,
         addr: Option<SocketAddr>,
     ) {
         let mut out = Outbox::new(tx);
         let mut peer = Peer { addr, node: None };
-        if let Err(err) = self.run::<P>(requests, &mut out, &end, &mut peer).await {
+        let timeout = self.inner.push_send_timeout;
+        let result = tokio::select! {
+            result = self.run::<P>(requests, &mut out, &end, &mut peer) => result,
+            () = progress.stalled(timeout) => Err(StreamError::Stalled(timeout)),
+        };
+        if let Err(err) = result {
             if let StreamError::Ended(why) = err {
                 tracing::debug!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), why, "ending an xDS stream");
             } else if err.is_quiet() {
@@ -264,8 +281,25 @@ impl AdsServer {
                     .inc();
                 tracing::warn!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), variant = P::VARIANT, reason = %err, "refusing an xDS stream");
             }
+            if let StreamError::Stalled(_) = err {
+                // Nothing more reaches a client that does not read; closing its connection
+                // frees what the connection holds for it.
+                end.abort();
+                return;
+            }
             out.fail(err.into()).await;
         }
+    }
+
+    /// Waits until the aggregate is ready and the streams' snapshot has caught up with the
+    /// model it published then: a stream opened during start would otherwise be served the
+    /// empty snapshot of before the registries' first state, then the whole mesh.
+    async fn ready(&self) {
+        self.inner.aggregate.ready().await;
+        let published = self.inner.aggregate.snapshot().version;
+        let mut versions = self.inner.versions.clone();
+        // An error means the server is stopping; the stream ends soon after.
+        let _ = versions.wait_for(|v| *v >= published).await;
     }
 
     /// Waits for the new-stream rate limit; `Busy` when the wait would be too long.
@@ -293,7 +327,7 @@ impl AdsServer {
         let node = P::node(&first).ok_or(StreamError::NoNode)?;
         peer.node = Some(clip::clip(&node.id, clip::NODE_ID).into_owned());
         let proxy = Arc::new(Proxy::from_node(node, &self.inner.domain)?);
-        self.inner.aggregate.ready().await;
+        self.ready().await;
         let conn = self.register(proxy.clone(), peer.addr);
         let _guard = Registration {
             server: self,
@@ -468,18 +502,22 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
             .unwrap_or_default();
         let peer = request.extensions().get::<PeerAddr>().map(|p| p.0);
         let limits = server.inner.read_limits.clone();
+        let progress = Arc::new(Progress::default());
+        let budget = server.inner.push_budget.for_stream(progress.clone());
         let body = request.into_body();
         match method {
             Method::Sotw => {
                 let requests = Requests::new(body, limits);
-                tokio::spawn(server.serve::<StreamState>(requests, tx, end, peer));
+                let serve = server.serve::<StreamState>(requests, tx, progress, end, peer);
+                tokio::spawn(serve);
             }
             Method::Delta => {
                 let requests = Requests::new(body, limits);
-                tokio::spawn(server.serve::<DeltaState>(requests, tx, end, peer));
+                let serve = server.serve::<DeltaState>(requests, tx, progress, end, peer);
+                tokio::spawn(serve);
             }
         }
-        Box::pin(async move { Ok(wire::response(ResponseBody::new(rx))) })
+        Box::pin(async move { Ok(wire::response(ResponseBody::new(rx, budget))) })
     }
 }
 

@@ -21,6 +21,8 @@
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
 //! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back.
+//! - `push_budget`: clients that stop reading hold at most the push budget, are closed after
+//!   `--push-send-timeout`, and a reading client still gets its configuration.
 //! - `logging`: client text in text and JSON logs, istiod's `--log_output_level` and
 //!   `--log_as_json`, a closed standard error.
 //! - `bad_input`: malformed files and failing registries against the binary.
@@ -55,6 +57,7 @@ mod kubernetes;
 mod limits;
 mod logging;
 mod memory;
+mod push_budget;
 mod support;
 mod tools;
 mod upstream_tls;

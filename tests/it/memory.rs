@@ -12,13 +12,13 @@ use crate::support::eventually;
 use crate::support::fixtures::write;
 
 /// Services in the mesh, and endpoints each.
-const SERVICES: usize = 1_000;
+pub(crate) const SERVICES: usize = 1_000;
 const ENDPOINTS: usize = 10;
 /// Sidecars that connect at once, each taking every cluster and load assignment.
 const SIDECARS: usize = 400;
 
 /// One File-registry file of `SERVICES` ServiceEntries with `ENDPOINTS` addresses each.
-fn mesh() -> TempDir {
+pub(crate) fn mesh() -> TempDir {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut text = String::new();
     for s in 0..SERVICES {
@@ -40,7 +40,7 @@ fn mesh() -> TempDir {
 
 /// A sidecar that takes the whole mesh: every cluster, then every cluster's endpoints, each
 /// acknowledged. Returns the connected stream and the bytes it received.
-async fn full_mesh_sidecar(server: &Wayfinder, n: usize) -> (Ads, usize) {
+pub(crate) async fn full_mesh_sidecar(server: &Wayfinder, n: usize) -> (Ads, usize) {
     let ip = format!("10.200.{}.{}", n / 256, n % 256);
     let mut ads = Ads::connect(server.grpc, sidecar(&ip, "load")).await;
     ads.subscribe(TypeUrl::Cluster, &[]).await;
@@ -72,7 +72,7 @@ async fn full_mesh_sidecar(server: &Wayfinder, n: usize) -> (Ads, usize) {
 }
 
 /// The `pilot_xds` gauge: connected xDS clients.
-async fn connected(server: &Wayfinder) -> Option<u64> {
+pub(crate) async fn connected(server: &Wayfinder) -> Option<u64> {
     let (_, text) = get(server.monitoring, "/metrics").await;
     text.lines()
         .find_map(|l| l.strip_prefix("pilot_xds "))

@@ -29,6 +29,10 @@ pub(super) enum StreamError {
     Busy,
     #[error("{0}; reconnect")]
     Ended(&'static str),
+    #[error(
+        "the client took none of its responses for {0:?} (--push-send-timeout); closing its connection"
+    )]
+    Stalled(std::time::Duration),
 }
 
 impl StreamError {
@@ -47,6 +51,7 @@ impl StreamError {
             | Self::Proxy(_) => "node",
             Self::Read(_) | Self::Request(_) => "malformed",
             Self::Ended(_) => "ended",
+            Self::Stalled(_) => "stalled",
         }
     }
 
@@ -77,7 +82,7 @@ impl From<StreamError> for Status {
                 | ReadError::Malformed(_)
                 | ReadError::Truncated => Status::invalid_argument(message),
             },
-            StreamError::Ended(_) => Status::unavailable(message),
+            StreamError::Ended(_) | StreamError::Stalled(_) => Status::unavailable(message),
             StreamError::NoNode | StreamError::Proxy(_) | StreamError::Request(_) => {
                 Status::invalid_argument(message)
             }

@@ -83,19 +83,20 @@ async fn run<P: Protocol>(
         };
         let outcome = state.on_request(&request, first)?;
         drop(request);
-        sent += encode::<P>(&outcome.responses);
+        sent += encode::<P>(outcome.responses);
         state.status_into(&mut debug);
     }
-    sent += encode::<P>(&state.on_snapshot(second));
+    sent += encode::<P>(state.on_snapshot(second));
     state.status_into(&mut debug);
     Ok(sent)
 }
 
 /// Encodes responses as the stream would send them; how many.
-fn encode<P: Protocol>(responses: &[P::Response]) -> usize {
+fn encode<P: Protocol>(responses: Vec<P::Response>) -> usize {
+    let n = responses.len();
     for response in responses {
-        let _summary = P::summary(response);
-        drop(P::encode(response));
+        let _summary = P::summary(&response);
+        drop(P::encode(response).into_message());
     }
-    responses.len()
+    n
 }

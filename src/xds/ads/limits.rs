@@ -25,8 +25,9 @@ pub const ADMISSION_WAIT: Duration = Duration::from_secs(1);
 /// place under the push throttle. The push stays queued for the client.
 pub const DELIVERY_WAIT: Duration = Duration::from_secs(5);
 
-/// How long a stream waits for room in the request budget before it is refused
-/// (`RESOURCE_EXHAUSTED`): as long as a new stream waits for admission.
+/// How long a new stream's first request waits for room in the request budget before the
+/// stream is refused (`RESOURCE_EXHAUSTED`): as long as a new stream waits for admission. A
+/// stream being served waits as long as it takes.
 pub const BUDGET_WAIT: Duration = ADMISSION_WAIT;
 
 /// The server's limits. `Default` is what `wayfinder discovery` uses without flags.
@@ -51,6 +52,12 @@ pub struct Limits {
     /// message takes its size (and, once read, an estimate of what decoding allocates) from
     /// here until the server has handled it.
     pub request_budget_bytes: usize,
+    /// Bytes of copied response chunks that every connection may hold unwritten at once
+    /// (the push budget); a stream with no room waits for it.
+    pub push_budget_bytes: usize,
+    /// How long a stream may hold some of the push budget while its connection takes
+    /// nothing, before the connection is closed as a client that stopped reading.
+    pub push_send_timeout: Duration,
     /// Resource names (and locators, and delta `initial_resource_versions` entries) in one
     /// request, and resource names a delta stream may be subscribed to per type.
     pub max_names_per_request: usize,
@@ -86,6 +93,8 @@ impl Default for Limits {
             max_connection_age_grace: Duration::from_secs(10),
             max_request_bytes: 4 << 20,
             request_budget_bytes: 64 << 20,
+            push_budget_bytes: 64 << 20,
+            push_send_timeout: Duration::from_secs(60),
             max_names_per_request: 100_000,
             max_node_id_bytes: 1 << 10,
             max_node_metadata_bytes: 64 << 10,
@@ -132,13 +141,20 @@ impl Throttle {
     }
 }
 
-/// The bytes every stream's requests may hold at once. A request takes its size from the
-/// budget once its prefix says how large it is, before its body is buffered, and what
-/// decoding will allocate once it is read whole; it gives them back when the server has
-/// handled it (the permit is dropped).
+/// The bytes every stream's requests may hold at once, in two halves. A request takes its
+/// size from the first (the bytes) once its prefix says how large it is, before its body is
+/// buffered, and what decoding will allocate beyond that from the second (the decoding) once
+/// it is read whole; it gives both back when the server has handled it (the permit is
+/// dropped).
+///
+/// Two halves, so that streams waiting for room never wait on each other in a circle: a
+/// request that holds its bytes and waits for its decoding waits only for requests that hold
+/// all they need and are being handled. With one pool, a hundred half-taken 640 KB requests
+/// each waiting for the rest filled it and nothing moved.
 #[derive(Clone, Debug)]
 pub(crate) struct RequestBudget {
-    permits: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+    decoding: Arc<Semaphore>,
     total: usize,
     /// Bytes held now (`wayfinder_xds_request_budget_bytes`).
     in_use: Gauge,
@@ -152,8 +168,8 @@ pub(crate) struct BudgetPermit {
 }
 
 impl BudgetPermit {
-    /// Adds `other`'s bytes to this permit's.
-    pub(crate) fn merge(&mut self, mut other: BudgetPermit) {
+    /// Adds `other`'s bytes to this permit's, when they are of the same half.
+    fn merge(&mut self, mut other: BudgetPermit) {
         match (&mut self.permit, other.permit.take()) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),
             (mine @ None, theirs) => *mine = theirs,
@@ -170,12 +186,31 @@ impl Drop for BudgetPermit {
     }
 }
 
+/// A request's bytes and its decoding, both held until dropped.
+#[derive(Debug)]
+pub(crate) struct RequestPermit {
+    _bytes: BudgetPermit,
+    decoding: Option<BudgetPermit>,
+}
+
+impl RequestPermit {
+    /// Adds the decoding's share to what the request holds.
+    pub(crate) fn add_decoding(&mut self, decoding: BudgetPermit) {
+        match &mut self.decoding {
+            Some(mine) => mine.merge(decoding),
+            None => self.decoding = Some(decoding),
+        }
+    }
+}
+
 impl RequestBudget {
-    /// A budget of `total` bytes, whose use `in_use` shows.
+    /// A budget of `total` bytes, half for requests' bytes and half for what decoding them
+    /// allocates, whose use `in_use` shows.
     pub(crate) fn new(total: usize, in_use: Gauge) -> Self {
-        let total = total.clamp(1, Semaphore::MAX_PERMITS);
+        let total = total.clamp(2, Semaphore::MAX_PERMITS);
         Self {
-            permits: Arc::new(Semaphore::new(total)),
+            bytes: Arc::new(Semaphore::new(total / 2)),
+            decoding: Arc::new(Semaphore::new(total - total / 2)),
             total,
             in_use,
         }
@@ -186,16 +221,44 @@ impl RequestBudget {
         self.total
     }
 
-    /// Takes `bytes`, waiting at most `wait` for other streams to give some back. `None`
-    /// when they do not in time, or when `bytes` is more than the whole budget.
-    pub(crate) async fn take(&self, bytes: usize, wait: Duration) -> Option<BudgetPermit> {
-        let n = u32::try_from(bytes).ok().filter(|_| bytes <= self.total)?;
-        let permit = match self.permits.clone().try_acquire_many_owned(n) {
+    /// Takes `bytes` of the first half for a request's bytes, waiting at most `wait`
+    /// (`None`: as long as it takes) for other streams to give some back. `None` when they
+    /// do not in time, or when `bytes` is more than the whole half.
+    pub(crate) async fn take(&self, bytes: usize, wait: Option<Duration>) -> Option<RequestPermit> {
+        let bytes = self.take_from(&self.bytes, bytes, wait).await?;
+        Some(RequestPermit {
+            _bytes: bytes,
+            decoding: None,
+        })
+    }
+
+    /// Takes `bytes` of the second half, for what decoding a request allocates.
+    pub(crate) async fn take_decoding(
+        &self,
+        bytes: usize,
+        wait: Option<Duration>,
+    ) -> Option<BudgetPermit> {
+        self.take_from(&self.decoding, bytes, wait).await
+    }
+
+    async fn take_from(
+        &self,
+        half: &Arc<Semaphore>,
+        bytes: usize,
+        wait: Option<Duration>,
+    ) -> Option<BudgetPermit> {
+        let n = u32::try_from(bytes)
+            .ok()
+            .filter(|_| bytes <= self.total / 2)?;
+        let permit = match half.clone().try_acquire_many_owned(n) {
             Ok(permit) => permit,
             Err(TryAcquireError::Closed) => return None,
             Err(TryAcquireError::NoPermits) => {
-                let acquire = self.permits.clone().acquire_many_owned(n);
-                tokio::time::timeout(wait, acquire).await.ok()?.ok()?
+                let acquire = half.clone().acquire_many_owned(n);
+                match wait {
+                    Some(wait) => tokio::time::timeout(wait, acquire).await.ok()?.ok()?,
+                    None => acquire.await.ok()?,
+                }
             }
         };
         self.in_use.inc_by(i64::from(n));
@@ -205,10 +268,10 @@ impl RequestBudget {
         })
     }
 
-    /// Bytes no request holds now.
+    /// Bytes no request holds now, of both halves.
     #[cfg(test)]
     pub(crate) fn available(&self) -> usize {
-        self.permits.available_permits()
+        self.bytes.available_permits() + self.decoding.available_permits()
     }
 }
 
@@ -257,6 +320,7 @@ impl Admission {
 pub struct ConnectionEnd {
     token: CancellationToken,
     why: Arc<std::sync::OnceLock<&'static str>>,
+    abort: CancellationToken,
 }
 
 impl ConnectionEnd {
@@ -264,6 +328,17 @@ impl ConnectionEnd {
     pub fn end(&self, why: &'static str) {
         let _ = self.why.set(why);
         self.token.cancel();
+    }
+
+    /// Asks the connection to close at once, without waiting for its streams: one of them
+    /// has a client that stopped reading.
+    pub fn abort(&self) {
+        self.abort.cancel();
+    }
+
+    /// Waits for [`ConnectionEnd::abort`].
+    pub async fn aborted(&self) {
+        self.abort.cancelled().await;
     }
 
     /// Waits for [`ConnectionEnd::end`] and returns its reason.

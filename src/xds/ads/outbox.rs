@@ -96,7 +96,7 @@ impl AdsServer {
                 after_publication: published.map(|p| p.elapsed().as_secs_f64()),
             });
             let item = Outgoing {
-                encoded: P::encode(&response),
+                encoded: P::encode(response),
                 delivered: if i == last { delivered_tx.take() } else { None },
             };
             let slot = if permit.is_some() {

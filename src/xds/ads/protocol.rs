@@ -37,7 +37,7 @@ pub(super) trait Protocol: Send + Sized + 'static {
     fn node(req: &Self::Request) -> Option<&Node>;
     fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
     fn summary(response: &Self::Response) -> Summary<'_>;
-    fn encode(response: &Self::Response) -> Encoded;
+    fn encode(response: Self::Response) -> Encoded;
     fn proxy(&self) -> &Arc<Proxy>;
     /// Refreshes the debug copy of the per-type state.
     fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>);
@@ -72,7 +72,7 @@ impl Protocol for StreamState {
             bytes: r.bytes(),
         }
     }
-    fn encode(r: &SotwResponse) -> Encoded {
+    fn encode(r: SotwResponse) -> Encoded {
         r.encode()
     }
     fn proxy(&self) -> &Arc<Proxy> {
@@ -119,7 +119,7 @@ impl Protocol for DeltaState {
             bytes: r.bytes(),
         }
     }
-    fn encode(r: &DeltaResponse) -> Encoded {
+    fn encode(r: DeltaResponse) -> Encoded {
         r.encode()
     }
     fn proxy(&self) -> &Arc<Proxy> {

@@ -16,11 +16,10 @@
 //! each element's tag and length, then the element; fields may come in any order, so a
 //! response's fields are encoded by prost and its resources appended).
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::Frame;
@@ -43,12 +42,13 @@ const SOTW_PATH: &str =
 const DELTA_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
-/// Resources smaller than this are copied into the surrounding piece; larger ones go out as
-/// pieces of their own (the shared bytes). A response's copied bytes are one allocation,
-/// made when it is queued: cutting them into 16 KiB pieces made as the connection takes them
-/// was tried and measured worse (about 20 MiB more RSS at 2,000 sidecars), since the allocator
-/// keeps small freed blocks in its heaps but returns large ones to the system at once.
+/// Resources smaller than this are copied into chunks; larger ones go out as pieces of their
+/// own (the snapshot's shared bytes). Most endpoint assignments and clusters are smaller, so
+/// most of a full-mesh sidecar's bytes are copies, made as the connection takes them.
 const COPY_BELOW: usize = 512;
+
+/// The most bytes one copied chunk holds: HTTP/2's default frame size.
+pub(crate) const CHUNK: usize = 16 << 10;
 
 /// Which method a request called.
 pub(super) enum Method {
@@ -101,85 +101,124 @@ pub struct DeltaResponse {
     pub identifier: Arc<str>,
 }
 
-/// One gRPC message, prefix included, as pieces to write in order.
-#[derive(Debug, Default)]
+/// One gRPC message, prefix included, written as the connection takes it: its small fields
+/// (the head), then its resources, each a field header and the resource's encoded bytes.
+/// Small resources are copied into chunks of at most [`CHUNK`] bytes, each made only when the
+/// connection asks for the next and paid for from the push budget; large ones go out as the
+/// snapshot's shared bytes, never copied. A queued message costs its list of resources, not
+/// its bytes.
+#[derive(Debug)]
 pub struct Encoded {
-    pieces: Vec<Bytes>,
+    /// The prefix and the fields before the resources; taken when written.
+    head: Option<Bytes>,
+    /// The resources not yet written, in order.
+    resources: std::iter::Peekable<std::vec::IntoIter<Arc<Resource>>>,
+    /// Each resource wrapped in a delta `Resource` message (with its name and version).
+    delta: bool,
+    /// Bytes on the wire.
+    len: usize,
 }
 
 impl Encoded {
-    /// The message's bytes after the 5-byte prefix, joined.
-    #[cfg(test)]
-    pub(crate) fn message(&self) -> Vec<u8> {
-        let mut all: Vec<u8> = self.pieces.iter().flat_map(|p| p.iter().copied()).collect();
-        all.drain(..5.min(all.len()));
-        all
+    fn new(head: &impl Message, rest: usize, resources: Vec<Arc<Resource>>, delta: bool) -> Self {
+        let message = head.encoded_len() + rest;
+        let mut bytes = BytesMut::with_capacity(5 + head.encoded_len());
+        bytes.put_u8(0);
+        bytes.put_u32(message as u32);
+        head.encode_raw(&mut bytes);
+        Self {
+            head: Some(bytes.freeze()),
+            resources: resources.into_iter().peekable(),
+            delta,
+            len: 5 + message,
+        }
     }
 
     /// Bytes on the wire.
     pub fn len(&self) -> usize {
-        self.pieces.iter().map(Bytes::len).sum()
+        self.len
     }
 
     /// True for no bytes at all (never for an encoded message).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
+    }
+
+    /// True once every byte has been written.
+    fn is_done(&mut self) -> bool {
+        self.head.is_none() && self.resources.peek().is_none()
+    }
+
+    /// Writes the next resources into `chunk` while they fit in [`CHUNK`] bytes. When a
+    /// large resource comes next, its field header is written and its shared bytes returned,
+    /// to go out after `chunk`.
+    fn fill(&mut self, chunk: &mut BytesMut) -> Option<Bytes> {
+        let delta = self.delta;
+        let fits = |chunk: &BytesMut, r: &Resource| {
+            let len = r.encoded().len();
+            let copied = field_header_len(delta, r) + if len >= COPY_BELOW { 0 } else { len };
+            chunk.is_empty() || chunk.len() + copied <= CHUNK
+        };
+        while let Some(r) = self.resources.next_if(|r| fits(chunk, r)) {
+            put_field_header(delta, chunk, &r);
+            if r.encoded().len() >= COPY_BELOW {
+                return Some(r.encoded().clone());
+            }
+            chunk.put_slice(r.encoded());
+        }
+        None
+    }
+
+    /// The whole message after its 5-byte prefix, copied (for tests and the fuzzer).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn into_message(mut self) -> Vec<u8> {
+        let mut all = Vec::with_capacity(self.len);
+        all.extend_from_slice(&self.head.take().unwrap_or_default());
+        loop {
+            let mut chunk = BytesMut::new();
+            let shared = self.fill(&mut chunk);
+            all.extend_from_slice(&chunk);
+            match shared {
+                Some(bytes) => all.extend_from_slice(&bytes),
+                None if self.is_done() => break,
+                None => {}
+            }
+        }
+        all.drain(..5.min(all.len()));
+        all
     }
 }
 
-/// Builds the pieces of one message: the prefix, a head encoded by prost, then repeated
-/// elements of one field, each a small prefix and shared bytes.
-struct Pieces {
-    pieces: Vec<Bytes>,
-    current: BytesMut,
+/// What comes before a resource's encoded bytes: for state of the world, the `resources`
+/// field's tag and length; for delta, that of the `Resource` message, its name and version,
+/// and the tag and length of its `resource` field.
+fn put_field_header(delta: bool, chunk: &mut BytesMut, r: &Resource) {
+    if delta {
+        put_tag_and_len(chunk, 2, delta_inner_len(r));
+        chunk.put_slice(r.delta_head());
+    }
+    put_tag_and_len(chunk, 2, r.encoded().len());
 }
 
-impl Pieces {
-    /// `rest` is the length of everything after the head.
-    fn new(head: &impl Message, rest: usize) -> Self {
-        let len = head.encoded_len() + rest;
-        let mut current = BytesMut::with_capacity(5 + head.encoded_len() + 64);
-        current.put_u8(0);
-        current.put_u32(len as u32);
-        head.encode_raw(&mut current);
-        Self {
-            pieces: Vec::new(),
-            current,
-        }
+/// The length of what [`put_field_header`] writes.
+fn field_header_len(delta: bool, r: &Resource) -> usize {
+    let len = r.encoded().len();
+    match delta {
+        true => field_len(2, delta_inner_len(r)) - len,
+        false => field_len(2, len) - len,
     }
+}
 
-    /// Adds `bytes` without copying when they are large.
-    fn put_shared(&mut self, bytes: &Bytes) {
-        if bytes.len() < COPY_BELOW {
-            self.current.put_slice(bytes);
-        } else {
-            self.pieces.push(self.current.split().freeze());
-            self.pieces.push(bytes.clone());
-        }
-    }
+/// A delta `Resource` message's length: its name and version (encoded once per resource),
+/// then the `Any` (field 2).
+fn delta_inner_len(r: &Resource) -> usize {
+    r.delta_head().len() + field_len(2, r.encoded().len())
+}
 
-    fn put_small(&mut self, bytes: &[u8]) {
-        self.current.put_slice(bytes);
-    }
-
-    /// A length-delimited field's tag and length.
-    fn put_field_header(&mut self, field: u32, len: usize) {
-        let mut header = [0u8; 16];
-        let mut buf = &mut header[..];
-        prost::encoding::encode_key(field, prost::encoding::WireType::LengthDelimited, &mut buf);
-        prost::encoding::encode_varint(len as u64, &mut buf);
-        let used = 16 - buf.len();
-        self.put_small(&header[..used]);
-    }
-
-    fn finish(mut self) -> Encoded {
-        if !self.current.is_empty() {
-            self.pieces.push(self.current.split().freeze());
-        }
-        Encoded {
-            pieces: self.pieces,
-        }
-    }
+/// A length-delimited field's tag and length.
+fn put_tag_and_len(buf: &mut BytesMut, field: u32, len: usize) {
+    prost::encoding::encode_key(field, prost::encoding::WireType::LengthDelimited, buf);
+    prost::encoding::encode_varint(len as u64, buf);
 }
 
 /// The length of a length-delimited field holding `len` bytes.
@@ -188,19 +227,15 @@ fn field_len(field: u32, len: usize) -> usize {
 }
 
 impl SotwResponse {
-    /// The response as gRPC pieces; resources are not copied.
-    pub fn encode(&self) -> Encoded {
+    /// The response as a gRPC message to write; resources are not copied until written.
+    pub fn encode(self) -> Encoded {
         let rest = self
             .resources
             .iter()
             .map(|r| field_len(2, r.encoded().len()))
             .sum();
-        let mut pieces = Pieces::new(&self.head(), rest);
-        for r in &self.resources {
-            pieces.put_field_header(2, r.encoded().len());
-            pieces.put_shared(r.encoded());
-        }
-        pieces.finish()
+        let head = self.head();
+        Encoded::new(&head, rest, self.resources, false)
     }
 
     /// The same response as Envoy's message type (a copy, for tests and tools).
@@ -230,20 +265,15 @@ impl SotwResponse {
 }
 
 impl DeltaResponse {
-    /// The response as gRPC pieces; resources are not copied.
-    pub fn encode(&self) -> Encoded {
-        // Each a `Resource` message: its name and version (encoded once per resource), then
-        // the `Any` (field 2).
-        let inner = |r: &Resource| r.delta_head().len() + field_len(2, r.encoded().len());
-        let rest = self.resources.iter().map(|r| field_len(2, inner(r))).sum();
-        let mut pieces = Pieces::new(&self.head(), rest);
-        for r in &self.resources {
-            pieces.put_field_header(2, inner(r));
-            pieces.put_small(r.delta_head());
-            pieces.put_field_header(2, r.encoded().len());
-            pieces.put_shared(r.encoded());
-        }
-        pieces.finish()
+    /// The response as a gRPC message to write; resources are not copied until written.
+    pub fn encode(self) -> Encoded {
+        let rest = self
+            .resources
+            .iter()
+            .map(|r| field_len(2, delta_inner_len(r)))
+            .sum();
+        let head = self.head();
+        Encoded::new(&head, rest, self.resources, true)
     }
 
     /// The same response as Envoy's message type (a copy, for tests and tools).
@@ -290,20 +320,69 @@ pub(super) struct Outgoing {
 }
 
 /// The response body: each message's pieces as data frames, then the status as trailers.
+///
+/// hyper asks for the next frame only while the stream's HTTP/2 send buffer has room
+/// (`SEND_BUFFER` in `server/grpc.rs`), so a copied chunk is made when the connection is ready
+/// to take it, and only with room in the push budget.
 pub(super) struct ResponseBody {
     rx: mpsc::Receiver<Result<Outgoing, Status>>,
-    pending: VecDeque<Bytes>,
-    delivered: Option<oneshot::Sender<()>>,
+    /// The message being written.
+    current: Option<Outgoing>,
+    /// A large resource's shared bytes, to write next.
+    shared: Option<Bytes>,
+    budget: ChunkBudget,
     done: bool,
 }
 
 impl ResponseBody {
-    pub(super) fn new(rx: mpsc::Receiver<Result<Outgoing, Status>>) -> Self {
+    pub(super) fn new(rx: mpsc::Receiver<Result<Outgoing, Status>>, budget: ChunkBudget) -> Self {
         Self {
             rx,
-            pending: VecDeque::new(),
-            delivered: None,
+            current: None,
+            shared: None,
+            budget,
             done: false,
+        }
+    }
+
+    /// The next piece of the current message, if it has any left; `Pending` while the push
+    /// budget has no room for a chunk.
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(shared) = self.shared.take() {
+            return Poll::Ready(Some(shared));
+        }
+        let Some(out) = &mut self.current else {
+            return Poll::Ready(None);
+        };
+        if let Some(head) = out.encoded.head.take() {
+            return Poll::Ready(Some(head));
+        }
+        while !out.encoded.is_done() {
+            let permit = ready!(self.budget.poll_take(cx));
+            let mut chunk = BytesMut::with_capacity(CHUNK);
+            self.shared = out.encoded.fill(&mut chunk);
+            if !chunk.is_empty() {
+                return Poll::Ready(Some(permit.wrap(chunk)));
+            }
+            if let Some(shared) = self.shared.take() {
+                return Poll::Ready(Some(shared));
+            }
+        }
+        Poll::Ready(None)
+    }
+
+    /// Tells the stream when the current message's last piece has gone to the connection.
+    fn finish_if_done(&mut self) {
+        if self.shared.is_some() {
+            return;
+        }
+        if let Some(out) = &mut self.current
+            && out.encoded.is_done()
+        {
+            if let Some(delivered) = out.delivered.take() {
+                let _ = delivered.send(());
+            }
+            self.current = None;
         }
     }
 }
@@ -317,23 +396,18 @@ impl http_body::Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         loop {
-            if let Some(piece) = self.pending.pop_front() {
-                if self.pending.is_empty()
-                    && let Some(delivered) = self.delivered.take()
-                {
-                    let _ = delivered.send(());
-                }
+            if let Some(piece) = ready!(self.poll_piece(cx)) {
+                self.budget.progress.touch();
+                self.finish_if_done();
                 return Poll::Ready(Some(Ok(Frame::data(piece))));
             }
+            self.finish_if_done();
             if self.done {
                 return Poll::Ready(None);
             }
             match self.rx.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(out))) => {
-                    self.pending.extend(out.encoded.pieces);
-                    self.delivered = out.delivered;
-                }
+                Poll::Ready(Some(Ok(out))) => self.current = Some(out),
                 Poll::Ready(Some(Err(status))) => {
                     self.done = true;
                     return Poll::Ready(Some(Ok(Frame::trailers(trailers(&status)))));
@@ -348,7 +422,7 @@ impl http_body::Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done && self.pending.is_empty()
+        self.done && self.current.is_none() && self.shared.is_none()
     }
 }
 
@@ -375,10 +449,12 @@ pub(super) fn unimplemented() -> Result<http::Response<Body>, Infallible> {
     Ok(Status::unimplemented("unknown method").into_http())
 }
 
+mod chunks;
 mod requests;
 mod shape;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use chunks::{ChunkBudget, Progress, PushBudget};
 pub use requests::SotwRequest;
 pub(crate) use requests::{Budgeted, ReadError, ReadLimits, RequestMessage, Requests};

@@ -27,13 +27,26 @@ pub(crate) struct RawConn {
 impl RawConn {
     /// Connects and completes the HTTP/2 handshake, including the server's settings.
     pub(crate) async fn connect(addr: SocketAddr) -> Self {
+        Self::connect_with(addr, &h2::client::Builder::new()).await
+    }
+
+    /// A connection that reads `window` bytes of each stream's responses, then stops: it
+    /// never gives the server more flow-control window, though it still answers pings. A
+    /// client that stopped reading, as the server sees it.
+    pub(crate) async fn connect_unread(addr: SocketAddr, window: u32) -> Self {
+        let mut builder = h2::client::Builder::new();
+        builder
+            .initial_window_size(window)
+            .initial_connection_window_size(64 << 20);
+        Self::connect_with(addr, &builder).await
+    }
+
+    async fn connect_with(addr: SocketAddr, builder: &h2::client::Builder) -> Self {
         let tcp = TcpStream::connect(addr)
             .await
             .expect("connect to the ADS port");
         let local = tcp.local_addr().expect("a local address");
-        let (send, connection) = h2::client::handshake(tcp)
-            .await
-            .expect("an HTTP/2 handshake");
+        let (send, connection) = builder.handshake(tcp).await.expect("an HTTP/2 handshake");
         tokio::spawn(async move {
             let _ = connection.await;
         });

@@ -12,7 +12,7 @@ use tonic::Status;
 use tonic::body::Body;
 
 use super::shape::{self, Layout, Shape};
-use crate::xds::ads::limits::{BUDGET_WAIT, BudgetPermit, RequestBudget};
+use crate::xds::ads::limits::{BUDGET_WAIT, BudgetPermit, RequestBudget, RequestPermit};
 use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 /// A state-of-the-world request as the server reads it: every field but the resource names
@@ -286,7 +286,7 @@ pub(crate) enum ReadError {
 #[derive(Debug)]
 pub(crate) struct Budgeted<M> {
     message: M,
-    _permit: BudgetPermit,
+    _permit: RequestPermit,
 }
 
 impl<M> std::ops::Deref for Budgeted<M> {
@@ -300,7 +300,7 @@ impl<M> std::ops::Deref for Budgeted<M> {
 /// A message being read: its length, its bytes of the budget, and when it must be whole.
 struct Pending {
     len: usize,
-    permit: BudgetPermit,
+    permit: RequestPermit,
     deadline: Instant,
 }
 
@@ -313,6 +313,10 @@ pub(crate) struct Requests<M> {
     buf: BytesMut,
     limits: ReadLimits,
     pending: Option<Pending>,
+    /// Whether a message has been read whole: the stream is being served. Its later
+    /// messages wait for room in the budget as long as it takes; only a new stream's first
+    /// message is refused after [`BUDGET_WAIT`] (its client retries, perhaps elsewhere).
+    served: bool,
     _message: PhantomData<M>,
 }
 
@@ -323,6 +327,7 @@ impl<M: RequestMessage> Requests<M> {
             buf: BytesMut::new(),
             limits,
             pending: None,
+            served: false,
             _message: PhantomData,
         }
     }
@@ -377,9 +382,10 @@ impl<M: RequestMessage> Requests<M> {
         self.check(&shape)?;
         let more = shape.decoded_cost().saturating_sub(len);
         if more > 0 {
-            permit.merge(take(&self.limits, more).await?);
+            permit.add_decoding(take_decoding(&self.limits, more, self.served).await?);
         }
         let message = M::from_bytes(bytes)?;
+        self.served = true;
         Ok(Some(Budgeted {
             message,
             _permit: permit,
@@ -399,7 +405,7 @@ impl<M: RequestMessage> Requests<M> {
                 max: self.limits.max_bytes,
             });
         }
-        let permit = take(&self.limits, len).await?;
+        let permit = take(&self.limits, len, self.served).await?;
         if self.buf.len() < 5 + len {
             self.buf.reserve(5 + len - self.buf.len());
         }
@@ -461,11 +467,36 @@ impl<M: RequestMessage> Requests<M> {
     }
 }
 
-/// Takes `bytes` from the request budget, waiting at most [`BUDGET_WAIT`].
-async fn take(limits: &ReadLimits, bytes: usize) -> Result<BudgetPermit, ReadError> {
+/// How long a stream waits for room in the request budget: at most [`BUDGET_WAIT`] for a new
+/// stream, as long as it takes for one being `served`.
+fn budget_wait(served: bool) -> Option<Duration> {
+    match served {
+        true => None,
+        false => Some(BUDGET_WAIT),
+    }
+}
+
+/// Takes a request's `bytes` from the request budget.
+async fn take(limits: &ReadLimits, bytes: usize, served: bool) -> Result<RequestPermit, ReadError> {
     let budget = &limits.budget;
     budget
-        .take(bytes, BUDGET_WAIT)
+        .take(bytes, budget_wait(served))
+        .await
+        .ok_or(ReadError::Budget {
+            need: bytes,
+            budget: budget.total(),
+        })
+}
+
+/// Takes what decoding a request allocates beyond its bytes from the request budget.
+async fn take_decoding(
+    limits: &ReadLimits,
+    bytes: usize,
+    served: bool,
+) -> Result<BudgetPermit, ReadError> {
+    let budget = &limits.budget;
+    budget
+        .take_decoding(bytes, budget_wait(served))
         .await
         .ok_or(ReadError::Budget {
             need: bytes,

@@ -1,7 +1,7 @@
 //! The framing against prost's own encoding, and requests as real bodies deliver them.
 
 use super::*;
-use crate::xds::ads::limits::RequestBudget;
+use crate::xds::ads::limits::{BUDGET_WAIT, RequestBudget};
 use crate::xds::pb::cluster::Cluster;
 use crate::xds::pb::discovery::DiscoveryRequest;
 
@@ -31,17 +31,12 @@ fn a_sotw_response_decodes_as_the_message_prost_would_write() {
         nonce: "7".into(),
         identifier: "wayfinder".into(),
     };
-    let encoded = response.encode();
-    assert!(
-        encoded.pieces.len() > 1,
-        "the large resource is its own piece"
-    );
-    let decoded = DiscoveryResponse::decode(&*encoded.message()).expect("decodes");
+    let encoded = response.clone().encode();
+    let len = encoded.len();
+    let message = encoded.into_message();
+    assert_eq!(len, message.len() + 5, "the length counts the prefix");
+    let decoded = DiscoveryResponse::decode(&*message).expect("decodes");
     assert_eq!(decoded, response.to_proto());
-    let all: Vec<u8> = encoded.pieces.iter().flat_map(|p| p.to_vec()).collect();
-    assert_eq!(all[0], 0, "not compressed");
-    let len = u32::from_be_bytes([all[1], all[2], all[3], all[4]]) as usize;
-    assert_eq!(len, all.len() - 5, "the prefix gives the message length");
 }
 
 #[test]
@@ -54,7 +49,8 @@ fn a_delta_response_decodes_as_the_message_prost_would_write() {
         nonce: "8".into(),
         identifier: "wayfinder".into(),
     };
-    let decoded = DeltaDiscoveryResponse::decode(&*response.encode().message()).expect("decodes");
+    let decoded = DeltaDiscoveryResponse::decode(&*response.clone().encode().into_message())
+        .expect("decodes");
     assert_eq!(decoded, response.to_proto());
 }
 
@@ -236,7 +232,7 @@ async fn limits_are_checked_before_anything_is_decoded_or_buffered() {
 #[tokio::test(start_paused = true)]
 async fn a_request_holds_its_bytes_of_the_budget_until_dropped() {
     let message = framed(&request("a"));
-    let budget = limits(1000).budget;
+    let budget = limits(2000).budget;
     let mut requests = Requests::<SotwRequest>::new(
         body(vec![message.clone()]),
         ReadLimits {
@@ -245,10 +241,11 @@ async fn a_request_holds_its_bytes_of_the_budget_until_dropped() {
         },
     );
     let got = requests.message().await.expect("valid").expect("a message");
-    assert!(budget.available() < 1000, "the request holds its bytes");
+    assert!(budget.available() < 2000, "the request holds its bytes");
     // While it is held, a message needing more than what is left waits, then is refused.
     let big = DiscoveryRequest {
-        type_url: "b".repeat(996),
+        // Just under half the budget: what requests' bytes may hold.
+        type_url: "b".repeat(995),
         ..Default::default()
     };
     let mut other = Requests::<SotwRequest>::new(
@@ -260,12 +257,29 @@ async fn a_request_holds_its_bytes_of_the_budget_until_dropped() {
     );
     let err = other.message().await.expect_err("no room");
     assert!(
-        matches!(err, ReadError::Budget { budget: 1000, .. }),
+        matches!(err, ReadError::Budget { budget: 2000, .. }),
         "{err}"
     );
     assert!(err.to_string().contains("--max-request-budget"), "{err}");
+
+    // A stream already served waits for room, however long, instead of being refused.
+    let small = framed(&request("s"));
+    let mut served = Requests::<SotwRequest>::new(
+        body(vec![small, framed(&big)]),
+        ReadLimits {
+            budget: budget.clone(),
+            ..limits(0)
+        },
+    );
+    let first = served.message().await.expect("valid").expect("a message");
+    drop(first);
+    let second = tokio::spawn(async move { served.message().await.map(|m| m.is_some()) });
+    tokio::time::sleep(BUDGET_WAIT * 10).await;
+    assert!(!second.is_finished(), "it waits while the budget is full");
     drop(got);
-    assert_eq!(budget.available(), 1000, "given back once handled");
+    let second = second.await.expect("the task");
+    assert!(matches!(second, Ok(true)), "{second:?}");
+    assert_eq!(budget.available(), 2000, "given back once handled");
 }
 
 #[tokio::test(start_paused = true)]
@@ -285,4 +299,110 @@ async fn a_request_that_stops_halfway_is_refused_at_its_deadline_and_gives_back_
     assert!(matches!(err, ReadError::Slow(_)), "{err}");
     drop(requests);
     assert_eq!(budget.available(), 1000);
+}
+
+/// `n` clusters of about `size` encoded bytes each.
+fn clusters(n: usize, size: usize) -> Vec<Arc<Resource>> {
+    (0..n)
+        .map(|i| {
+            let c = Cluster {
+                name: format!("c{i}"),
+                alt_stat_name: "x".repeat(size.saturating_sub(16)),
+                ..Default::default()
+            };
+            Arc::new(Resource::encode(format!("c{i}"), &c))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_response_body_copies_chunks_as_they_are_taken_within_the_push_budget() {
+    use crate::xds::ads::wire::chunks::PushBudget;
+    use http_body::Body as _;
+    use http_body_util::BodyExt;
+    use prometheus_client::metrics::gauge::Gauge;
+
+    // 3,000 small resources (copied: about 1.2 MB) and a few large ones (shared), in a
+    // sotw and a delta message; a budget of four chunks.
+    let mut resources = clusters(3_000, 400);
+    resources.splice(1000..1000, clusters(3, 4 * COPY_BELOW));
+    let sotw = SotwResponse {
+        version_info: "v1".into(),
+        resources: resources.clone(),
+        type_url: TypeUrl::Cluster,
+        nonce: "1".into(),
+        identifier: "wayfinder".into(),
+    };
+    let delta = DeltaResponse {
+        system_version_info: "v2".into(),
+        resources,
+        removed: vec!["gone".into()],
+        type_url: TypeUrl::Cluster,
+        nonce: "2".into(),
+        identifier: "wayfinder".into(),
+    };
+    let budget = PushBudget::new(4 * CHUNK, Gauge::default());
+    let progress = Arc::new(Progress::default());
+    let (tx, rx) = mpsc::channel(4);
+    let (first_tx, mut first) = oneshot::channel();
+    let (second_tx, second) = oneshot::channel();
+    tx.send(Ok(Outgoing {
+        encoded: sotw.clone().encode(),
+        delivered: Some(first_tx),
+    }))
+    .await
+    .expect("queued");
+    tx.send(Ok(Outgoing {
+        encoded: delta.clone().encode(),
+        delivered: Some(second_tx),
+    }))
+    .await
+    .expect("queued");
+    drop(tx);
+    let mut body = ResponseBody::new(rx, budget.for_stream(progress.clone()));
+
+    // A connection that holds every frame it is given: the budget runs out after four
+    // chunks, and the body waits.
+    let mut held = Vec::new();
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    while let Poll::Ready(Some(frame)) = Pin::new(&mut body).poll_frame(&mut cx) {
+        let data = frame.expect("data").into_data().expect("a data frame");
+        assert!(data.len() <= CHUNK, "{} bytes in one frame", data.len());
+        held.push(data);
+    }
+    assert_eq!(budget.available(), 0, "the whole budget is in use");
+    assert_eq!(progress.held(), 4 * CHUNK);
+    assert!(
+        first.try_recv().is_err(),
+        "the first message is not out yet"
+    );
+
+    // A connection that writes each frame at once: every byte comes out, in order.
+    let mut wire: Vec<u8> = held.iter().flat_map(|b| b.to_vec()).collect();
+    drop(held);
+    while let Some(frame) = body.frame().await {
+        match frame.expect("no error").into_data() {
+            Ok(data) => wire.extend_from_slice(&data),
+            Err(trailers) => {
+                let trailers = trailers.into_trailers().expect("trailers");
+                assert_eq!(trailers["grpc-status"], "0");
+            }
+        }
+    }
+    assert_eq!(
+        budget.available(),
+        4 * CHUNK,
+        "every chunk gave its room back"
+    );
+    first.await.expect("the first message was delivered");
+    second.await.expect("the second message was delivered");
+    let (a, b) = wire.split_at(sotw.clone().encode().len());
+    assert_eq!(
+        DiscoveryResponse::decode(&a[5..]).expect("decodes"),
+        sotw.to_proto()
+    );
+    assert_eq!(
+        DeltaDiscoveryResponse::decode(&b[5..]).expect("decodes"),
+        delta.to_proto()
+    );
 }
