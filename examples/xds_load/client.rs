@@ -58,7 +58,7 @@ impl Progress {
 /// One protocol's client state machine, without I/O.
 pub(crate) trait Machine {
     type Request;
-    type Response: prost::Message + Default;
+    type Response: crate::wire::Streamed;
     /// The requests to send for a response received at `at`.
     fn on_response(&mut self, r: Self::Response, at: Instant) -> Vec<Self::Request>;
     /// True once, when the initial configuration is complete and acknowledged.

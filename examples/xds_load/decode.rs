@@ -45,8 +45,17 @@ struct EdsConfig {
 /// `Cluster.DiscoveryType.EDS`.
 const EDS: i32 = 3;
 
-/// The name of a resource of any served type (empty if it does not decode).
+/// The name of a resource of any served type (empty if it does not decode). A resource cut
+/// to its first bytes (`stream::KEEP`) still has its name: prost writes field 1 first.
 pub(crate) fn name(bytes: &[u8]) -> String {
+    let mut rest = bytes;
+    if let Ok((1, prost::encoding::WireType::LengthDelimited)) =
+        prost::encoding::decode_key(&mut rest)
+        && let Ok(len) = prost::encoding::decode_varint(&mut rest)
+        && let Some(name) = rest.get(..len as usize)
+    {
+        return String::from_utf8_lossy(name).into_owned();
+    }
     Named::decode(bytes).map(|n| n.name).unwrap_or_default()
 }
 

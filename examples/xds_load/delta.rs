@@ -139,16 +139,16 @@ impl Machine for Delta {
         let bodies = || {
             r.resources
                 .iter()
-                .filter_map(|res| Some((&res.name, &res.resource.as_ref()?.value)))
+                .filter_map(|res| Some((&res.name, res.resource.as_ref()?)))
         };
-        let bytes = bodies().map(|(_, b)| b.len()).sum();
+        let bytes = bodies().map(|(_, any)| any.len).sum();
         self.fleet
             .count(t, r.resources.len(), bytes, r.removed_resources.len());
         let watching = t == TypeUrl::Endpoint && self.fleet.watching();
         for (name, body) in bodies() {
             self.progress.settled(t, name);
             if watching {
-                self.fleet.endpoints(self.id, name, body, at);
+                self.fleet.endpoints(self.id, name, &body.value, at);
             }
         }
         for name in &r.removed_resources {
@@ -164,7 +164,9 @@ impl Machine for Delta {
         let mut out = vec![ack];
         match t {
             TypeUrl::Cluster => {
-                let eds: Vec<String> = bodies().filter_map(|(_, b)| decode::eds_name(b)).collect();
+                let eds: Vec<String> = bodies()
+                    .filter_map(|(_, any)| decode::eds_name(&any.value))
+                    .collect();
                 self.progress.want(TypeUrl::Endpoint, &eds);
                 let gone = r.removed_resources.clone();
                 if !eds.is_empty() || !gone.is_empty() {
@@ -178,7 +180,7 @@ impl Machine for Delta {
             TypeUrl::Listener => {
                 for (name, body) in bodies() {
                     self.listener_routes
-                        .insert(name.clone(), decode::route_names(body));
+                        .insert(name.clone(), decode::route_names(&body.value));
                 }
                 for name in &r.removed_resources {
                     self.listener_routes.remove(name);
@@ -190,7 +192,7 @@ impl Machine for Delta {
             TypeUrl::Route if self.fleet.args.kind == Kind::Grpc => {
                 for (name, body) in bodies() {
                     self.route_clusters
-                        .insert(name.clone(), decode::route_clusters(body));
+                        .insert(name.clone(), decode::route_clusters(&body.value));
                 }
                 for name in &r.removed_resources {
                     self.route_clusters.remove(name);

@@ -128,7 +128,7 @@ impl Machine for Sotw {
         let Some(t) = TypeUrl::parse(&r.type_url) else {
             return Vec::new();
         };
-        let bytes = r.resources.iter().map(|a| a.value.len()).sum();
+        let bytes = r.resources.iter().map(|a| a.len).sum();
         self.fleet.count(t, r.resources.len(), bytes, 0);
         let watching = t == TypeUrl::Endpoint && self.fleet.watching();
         if self.progress.awaits(t) || watching {

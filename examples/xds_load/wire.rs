@@ -14,11 +14,103 @@ use prost::Message;
 use prost::encoding::{DecodeContext, WireType};
 use wayfinder::xds::pb::core::Node;
 
-/// `google.protobuf.Any` cut to its value (the type URL is the response's).
-#[derive(Clone, PartialEq, Message)]
+/// `google.protobuf.Any` cut to its value (the type URL is the response's). A value larger
+/// than [`crate::stream::KEEP`] is kept cut to its first bytes (what the clients read of it,
+/// a name, comes first); `len` is its length on the wire either way.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct RawAny {
-    #[prost(bytes = "bytes", tag = "2")]
     pub(crate) value: Bytes,
+    pub(crate) len: usize,
+}
+
+impl Message for RawAny {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        if !self.value.is_empty() {
+            prost::encoding::bytes::encode(2, &self.value, buf);
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        if tag != 2 {
+            return prost::encoding::skip_field(wire_type, tag, buf, ctx);
+        }
+        prost::encoding::bytes::merge(wire_type, &mut self.value, buf, ctx)?;
+        self.len = self.value.len();
+        Ok(())
+    }
+
+    fn encoded_len(&self) -> usize {
+        match self.value.is_empty() {
+            true => 0,
+            false => prost::encoding::bytes::encoded_len(2, &self.value),
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// A response read as it streams in: its resources (field 2 of both response messages) one
+/// by one, and those larger than [`crate::stream::KEEP`] cut.
+pub(crate) trait Streamed: Message + Default {
+    /// Adds a resource of `len` bytes of which `prefix` are the first.
+    fn push_cut(&mut self, prefix: &[u8], len: usize);
+}
+
+impl Streamed for SotwResponse {
+    fn push_cut(&mut self, prefix: &[u8], _len: usize) {
+        // An `Any`: the type URL (1), then the value (2).
+        if let Some(any) = cut_any(prefix) {
+            self.resources.push(any);
+        }
+    }
+}
+
+impl Streamed for DeltaResponse {
+    fn push_cut(&mut self, prefix: &[u8], _len: usize) {
+        // A `Resource`: the name (3) and version (1), then the `Any` (2).
+        let mut resource = RawResource::default();
+        for (tag, field, len) in fields(prefix) {
+            match tag {
+                3 => resource.name = String::from_utf8_lossy(field).into_owned(),
+                2 => resource.resource = cut_any(field).or_else(|| (len == 0).then(RawAny::default)),
+                _ => {}
+            }
+        }
+        self.resources.push(resource);
+    }
+}
+
+/// The `Any` whose encoding starts with `prefix`, its value cut to what `prefix` holds.
+fn cut_any(prefix: &[u8]) -> Option<RawAny> {
+    fields(prefix)
+        .find(|(tag, _, _)| *tag == 2)
+        .map(|(_, value, len)| RawAny {
+            value: Bytes::copy_from_slice(value),
+            len,
+        })
+}
+
+/// The length-delimited fields of a message's first bytes: tag, the bytes of the field that
+/// `prefix` holds, and the field's whole length. Stops at the first field it cannot read.
+fn fields(mut prefix: &[u8]) -> impl Iterator<Item = (u32, &[u8], usize)> {
+    std::iter::from_fn(move || {
+        let (tag, wire_type) = prost::encoding::decode_key(&mut prefix).ok()?;
+        if wire_type != WireType::LengthDelimited {
+            return None;
+        }
+        let len = usize::try_from(prost::encoding::decode_varint(&mut prefix).ok()?).ok()?;
+        let (field, rest) = prefix.split_at(len.min(prefix.len()));
+        prefix = rest;
+        Some((tag, field, len))
+    })
 }
 
 /// `DiscoveryResponse` cut to what a client reads.
