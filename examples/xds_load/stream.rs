@@ -205,7 +205,6 @@ impl<M: Streamed> Incoming<M> {
                 .map_err(|e| Status::internal(format!("an undecodable response: {e}")))?;
         }
     }
-
 }
 
 /// A field's key or length not yet whole in `pending` bytes: more are needed, unless the

@@ -80,7 +80,9 @@ impl Streamed for DeltaResponse {
         for (tag, field, len) in fields(prefix) {
             match tag {
                 3 => resource.name = String::from_utf8_lossy(field).into_owned(),
-                2 => resource.resource = cut_any(field).or_else(|| (len == 0).then(RawAny::default)),
+                2 => {
+                    resource.resource = cut_any(field).or_else(|| (len == 0).then(RawAny::default))
+                }
                 _ => {}
             }
         }

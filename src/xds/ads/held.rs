@@ -72,6 +72,12 @@ impl Held {
         &self.base
     }
 
+    /// True when the client holds nothing at all (its first request of the type): every
+    /// name is [`Holding::Nothing`] without saying so.
+    pub(super) fn is_empty(&self) -> bool {
+        self.base.is_empty() && self.exceptions.is_empty()
+    }
+
     /// True when the client holds exactly what the base layers offer.
     pub(super) fn is_exact(&self) -> bool {
         self.exceptions.is_empty()

@@ -216,9 +216,11 @@ impl StreamState {
         // A client drops what it no longer subscribes to, and holds nothing yet under a name
         // it just asked for (whatever older layers had under it).
         state.held.drop_unwanted(&state.subscription);
-        for name in state.subscription.names.iter() {
-            if !before.wants(name) {
-                state.held.set(name.clone(), Holding::Nothing);
+        if !state.held.is_empty() {
+            for name in state.subscription.names.iter() {
+                if !before.wants(name) {
+                    state.held.set(name.clone(), Holding::Nothing);
+                }
             }
         }
         let wildcard_added = state.subscription.wildcard && !before.wildcard;
@@ -308,6 +310,9 @@ impl StreamState {
             desired.into_iter().cloned().collect()
         } else {
             let added = matches!(mode, Mode::Added(_));
+            // A first request's client holds nothing: no resource need be looked up (each
+            // lookup a search of the subscription, a fifth of a full-mesh sidecar's push).
+            let nothing_held = held.is_empty();
             let looked_at: Vec<&Arc<Resource>> = match &candidates {
                 Some(names) => names
                     .iter()
@@ -318,15 +323,22 @@ impl StreamState {
             };
             looked_at
                 .into_iter()
-                .filter(|r| added || !held.holds(r, sub) || forced.contains(&r.name))
+                .filter(|r| {
+                    added || nothing_held || !held.holds(r, sub) || forced.contains(&r.name)
+                })
                 .cloned()
                 .collect()
         };
-        let changed: Vec<Arc<str>> = send
-            .iter()
-            .filter(|r| !held.holds(r, sub))
-            .map(|r| r.name.clone())
-            .collect();
+        // Only a cluster response's changed names are used (`push_in_order` forces their
+        // endpoints); looking each resource up costs a tenth of a full-mesh sidecar's push.
+        let changed: Vec<Arc<str>> = match type_url {
+            TypeUrl::Cluster => send
+                .iter()
+                .filter(|r| held.is_empty() || !held.holds(r, sub))
+                .map(|r| r.name.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
         if matches!(mode, Mode::Added(_)) && !type_url.is_full_state() {
             // Only the added names were sent, from this snapshot; the others keep what they
             // had, so the next snapshot still compares with the layers they came from.
@@ -412,11 +424,7 @@ fn desired<'a>(subscription: &Subscription, all: &'a Resources) -> Vec<&'a Arc<R
     if subscription.wildcard {
         all.iter().collect()
     } else {
-        subscription
-            .names
-            .iter()
-            .filter_map(|n| all.get(n))
-            .collect()
+        all.get_all(&subscription.names)
     }
 }
 

@@ -117,6 +117,8 @@ pub struct Encoded {
     delta: bool,
     /// Bytes on the wire.
     len: usize,
+    /// Bytes written so far.
+    written: usize,
 }
 
 impl Encoded {
@@ -131,6 +133,7 @@ impl Encoded {
             resources: resources.into_iter().peekable(),
             delta,
             len: 5 + message,
+            written: 0,
         }
     }
 
@@ -144,39 +147,55 @@ impl Encoded {
         self.len == 0
     }
 
+    /// The bytes still to write, or [`CHUNK`] if more: the size of the next chunk.
+    fn next_chunk(&self) -> usize {
+        (self.len - self.written).min(CHUNK)
+    }
+
+    /// The head, once.
+    fn take_head(&mut self) -> Option<Bytes> {
+        let head = self.head.take()?;
+        self.written += head.len();
+        Some(head)
+    }
+
     /// True once every byte has been written.
     fn is_done(&mut self) -> bool {
         self.head.is_none() && self.resources.peek().is_none()
     }
 
-    /// Writes the next resources into `chunk` while they fit in [`CHUNK`] bytes. When a
-    /// large resource comes next, its field header is written and its shared bytes returned,
-    /// to go out after `chunk`.
-    fn fill(&mut self, chunk: &mut BytesMut) -> Option<Bytes> {
+    /// Writes the next resources into `chunk` while they fit in `room` bytes. When a large
+    /// resource comes next, its field header is written and its shared bytes returned, to go
+    /// out after `chunk`.
+    fn fill(&mut self, chunk: &mut BytesMut, room: usize) -> Option<Bytes> {
         let delta = self.delta;
         let fits = |chunk: &BytesMut, r: &Resource| {
             let len = r.encoded().len();
             let copied = field_header_len(delta, r) + if len >= COPY_BELOW { 0 } else { len };
-            chunk.is_empty() || chunk.len() + copied <= CHUNK
+            chunk.is_empty() || chunk.len() + copied <= room
         };
+        let before = chunk.len();
+        let mut shared = None;
         while let Some(r) = self.resources.next_if(|r| fits(chunk, r)) {
             put_field_header(delta, chunk, &r);
             if r.encoded().len() >= COPY_BELOW {
-                return Some(r.encoded().clone());
+                shared = Some(r.encoded().clone());
+                break;
             }
             chunk.put_slice(r.encoded());
         }
-        None
+        self.written += chunk.len() - before + shared.as_ref().map_or(0, Bytes::len);
+        shared
     }
 
     /// The whole message after its 5-byte prefix, copied (for tests and the fuzzer).
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn into_message(mut self) -> Vec<u8> {
         let mut all = Vec::with_capacity(self.len);
-        all.extend_from_slice(&self.head.take().unwrap_or_default());
+        all.extend_from_slice(&self.take_head().unwrap_or_default());
         loop {
             let mut chunk = BytesMut::new();
-            let shared = self.fill(&mut chunk);
+            let shared = self.fill(&mut chunk, CHUNK);
             all.extend_from_slice(&chunk);
             match shared {
                 Some(bytes) => all.extend_from_slice(&bytes),
@@ -354,13 +373,13 @@ impl ResponseBody {
         let Some(out) = &mut self.current else {
             return Poll::Ready(None);
         };
-        if let Some(head) = out.encoded.head.take() {
+        if let Some(head) = out.encoded.take_head() {
             return Poll::Ready(Some(head));
         }
         while !out.encoded.is_done() {
-            let permit = ready!(self.budget.poll_take(cx));
-            let mut chunk = BytesMut::with_capacity(CHUNK);
-            self.shared = out.encoded.fill(&mut chunk);
+            let permit = ready!(self.budget.poll_take(cx, out.encoded.next_chunk()));
+            let mut chunk = BytesMut::with_capacity(permit.size());
+            self.shared = out.encoded.fill(&mut chunk, permit.size());
             if !chunk.is_empty() {
                 return Poll::Ready(Some(permit.wrap(chunk)));
             }

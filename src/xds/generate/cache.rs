@@ -175,6 +175,32 @@ impl Resources {
         self.layers.iter().find_map(|l| l.set().get(name))
     }
 
+    /// The resources of `names` that there are, in name order. Both are sorted, so when the
+    /// names are many (a sidecar's endpoints request names every cluster), one walk of each
+    /// layer beside them finds them all; a search per name cost a tenth of a full-mesh
+    /// sidecar's push in `perf`, in string comparisons.
+    pub fn get_all(&self, names: &BTreeSet<Arc<str>>) -> Vec<&Arc<Resource>> {
+        if names.len() < self.len() / 16 {
+            return names.iter().filter_map(|n| self.get(n)).collect();
+        }
+        let mut layers: Vec<_> = self
+            .layers
+            .iter()
+            .map(|l| l.set().iter().peekable())
+            .collect();
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            for layer in &mut layers {
+                while layer.next_if(|(n, _)| n.as_ref() < name.as_ref()).is_some() {}
+                if let Some((_, r)) = layer.next_if(|(n, _)| n.as_ref() == name.as_ref()) {
+                    out.push(r);
+                    break;
+                }
+            }
+        }
+        out
+    }
+
     /// Every resource, layer by layer, each layer in name order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Resource>> {
         self.layers.iter().flat_map(|l| l.set().values())
@@ -331,5 +357,40 @@ mod tests {
             2,
             "carried values are not computed again"
         );
+    }
+
+    #[test]
+    fn get_all_finds_the_names_there_are_across_layers_in_name_order() {
+        let shared: Vec<(String, u32)> = (0..40).map(|i| (format!("c{i:02}"), 1)).collect();
+        let shared: Vec<(&str, u32)> = shared.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let all = Resources {
+            layers: vec![
+                Layer::new(set(&shared)),
+                Layer::new(set(&[("b", 1), ("d", 1)])),
+            ],
+        };
+        let names =
+            |list: &[&str]| -> BTreeSet<Arc<str>> { list.iter().map(|n| Arc::from(*n)).collect() };
+        let found = |list: &[&str]| -> Vec<String> {
+            all.get_all(&names(list))
+                .iter()
+                .map(|r| r.name.to_string())
+                .collect()
+        };
+        // Many names: one walk of each layer; few: a search each. Both give the same.
+        let many: Vec<String> = (0..40).step_by(2).map(|i| format!("c{i:02}")).collect();
+        let mut many: Vec<&str> = many.iter().map(String::as_str).collect();
+        many.extend(["a", "b", "d", "zz"]);
+        let mut expected: Vec<String> = many
+            .iter()
+            .filter(|n| !["a", "zz"].contains(n))
+            .map(|n| n.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(found(&many), expected);
+        assert_eq!(found(&["d", "c07", "missing"]), ["c07", "d"]);
+        assert_eq!(found(&["d"]), ["d"], "a search in the second layer");
+        assert_eq!(found(&["c07"]), ["c07"]);
+        assert!(found(&[]).is_empty());
     }
 }

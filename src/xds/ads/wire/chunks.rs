@@ -1,8 +1,8 @@
 //! The push budget: the bytes of copied response chunks that every stream's connection has
 //! not yet written to its socket, bounded for the whole server (`--max-push-budget`).
 //!
-//! A chunk takes [`CHUNK`] bytes of the budget when it is made and gives them back when its
-//! bytes are dropped, which the connection does once it has written them. So the server's
+//! A chunk takes its size (at most [`CHUNK`] bytes) from the budget when it is made and
+//! gives it back when its bytes are dropped, which the connection does once it has written them. So the server's
 //! memory for responses in flight is the budget, whatever the number of sidecars connecting
 //! at once; a stream with no room waits (fairly, first come first served) as it waits for a
 //! place under the push throttle. Each stream's share is bounded too: hyper asks it for a
@@ -67,16 +67,17 @@ pub(crate) struct ChunkBudget {
 }
 
 impl ChunkBudget {
-    /// Room for one chunk, when the budget has it.
-    pub(super) fn poll_take(&mut self, cx: &mut Context<'_>) -> Poll<ChunkPermit> {
-        let permit = std::task::ready!(self.permits.poll_acquire_many(cx, CHUNK as u32));
+    /// Room for a chunk of `size` bytes (at most [`CHUNK`]), when the budget has it.
+    pub(super) fn poll_take(&mut self, cx: &mut Context<'_>, size: usize) -> Poll<ChunkPermit> {
+        let size = size.clamp(1, CHUNK);
+        let permit = std::task::ready!(self.permits.poll_acquire_many(cx, size as u32));
         // The semaphore is never closed; were it, the chunk would go out unbudgeted.
-        if permit.is_some() {
-            self.in_use.inc_by(CHUNK as i64);
-            self.progress.held.fetch_add(CHUNK, Ordering::Relaxed);
-        }
+        let size = if permit.is_some() { size } else { 0 };
+        self.in_use.inc_by(size as i64);
+        self.progress.held.fetch_add(size, Ordering::Relaxed);
         Poll::Ready(ChunkPermit {
-            permit,
+            _permit: permit,
+            size,
             in_use: self.in_use.clone(),
             progress: self.progress.clone(),
         })
@@ -85,12 +86,19 @@ impl ChunkBudget {
 
 /// Room for one chunk, given back when the chunk is dropped.
 pub(super) struct ChunkPermit {
-    permit: Option<OwnedSemaphorePermit>,
+    _permit: Option<OwnedSemaphorePermit>,
+    /// Bytes of the budget it holds.
+    size: usize,
     in_use: Gauge,
     progress: Arc<Progress>,
 }
 
 impl ChunkPermit {
+    /// Bytes of the budget it holds: what a chunk made with it may hold.
+    pub(super) fn size(&self) -> usize {
+        self.size
+    }
+
     /// `chunk`'s bytes, holding this room until the connection has written them.
     pub(super) fn wrap(self, chunk: BytesMut) -> Bytes {
         Bytes::from_owner(Chunk {
@@ -102,10 +110,8 @@ impl ChunkPermit {
 
 impl Drop for ChunkPermit {
     fn drop(&mut self) {
-        if self.permit.is_some() {
-            self.in_use.dec_by(CHUNK as i64);
-            self.progress.held.fetch_sub(CHUNK, Ordering::Relaxed);
-        }
+        self.in_use.dec_by(self.size as i64);
+        self.progress.held.fetch_sub(self.size, Ordering::Relaxed);
         self.progress.touch();
     }
 }
@@ -178,20 +184,20 @@ mod tests {
         let budget = PushBudget::new(2 * CHUNK, Gauge::default());
         let progress = Arc::new(Progress::default());
         let mut body = budget.for_stream(progress.clone());
-        let a = poll_fn(|cx| body.poll_take(cx))
+        let a = poll_fn(|cx| body.poll_take(cx, CHUNK))
             .await
             .wrap(BytesMut::from(&b"a"[..]));
-        let b = poll_fn(|cx| body.poll_take(cx))
+        let b = poll_fn(|cx| body.poll_take(cx, CHUNK))
             .await
             .wrap(BytesMut::from(&b"b"[..]));
         assert_eq!(budget.available(), 0);
         assert_eq!(progress.held(), 2 * CHUNK);
         assert_eq!(budget.in_use.get(), 2 * CHUNK as i64);
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        assert!(body.poll_take(&mut cx).is_pending(), "no room");
+        assert!(body.poll_take(&mut cx, CHUNK).is_pending(), "no room");
         assert_eq!(&a[..], b"a");
         drop(a);
-        assert!(body.poll_take(&mut cx).is_ready(), "room again");
+        assert!(body.poll_take(&mut cx, CHUNK).is_ready(), "room again");
         drop(b);
         assert_eq!(budget.available(), 2 * CHUNK);
         assert_eq!(progress.held(), 0);
@@ -207,7 +213,7 @@ mod tests {
         // Holding nothing is never a stall, however long.
         let idle = tokio::time::timeout(timeout * 3, progress.stalled(timeout)).await;
         assert!(idle.is_err(), "no budget held: not stalled");
-        let chunk = poll_fn(|cx| body.poll_take(cx))
+        let chunk = poll_fn(|cx| body.poll_take(cx, CHUNK))
             .await
             .wrap(BytesMut::from(&b"x"[..]));
         progress.touch();
