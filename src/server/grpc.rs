@@ -39,9 +39,12 @@ const SHUTDOWN: &str = "the server is shutting down";
 pub(crate) const WINDOW: u32 = 64 << 10;
 
 /// What one stream's HTTP/2 send buffer may hold before hyper stops asking its body for more:
-/// a stream's share of the push budget is at most this and one chunk. hyper's default is
-/// 400 KiB, which 160 streams of clients that do not read would fill the 64 MiB budget with.
-pub(crate) const SEND_BUFFER: usize = 64 << 10;
+/// a stream's share of the push budget is at most this and one chunk (16 KiB each). hyper's
+/// default is 400 KiB, which 160 streams of clients that do not read would fill the 64 MiB
+/// budget with. Fewer frames buffered also keep h2's frame slab small, which grows to the most
+/// frames a connection ever buffered and keeps that size: with 400 KiB the server held
+/// 169 MiB for 2,000 sidecars at 1,000 services, with 64 KiB 162 MiB, with 16 KiB 143 MiB.
+pub(crate) const SEND_BUFFER: usize = 16 << 10;
 
 /// How long an idle connection has to close after its `GOAWAY` before it is dropped.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
