@@ -103,7 +103,7 @@ pub struct DeltaResponse {
 
 /// One gRPC message, prefix included, written as the connection takes it: its small fields
 /// (the head), then its resources, each a field header and the resource's encoded bytes.
-/// Small resources are copied into chunks of at most [`CHUNK`] bytes, each made only when the
+/// Small resources are copied into chunks of at most 16 KiB, each made only when the
 /// connection asks for the next and paid for from the push budget; large ones go out as the
 /// snapshot's shared bytes, never copied. A queued message costs its list of resources, not
 /// its bytes.
