@@ -17,19 +17,16 @@ mod held;
 mod limits;
 mod outbox;
 mod protocol;
+mod service;
 mod state;
 mod status;
 mod subscription;
 mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -39,11 +36,11 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
-use tonic::body::Body;
 
 pub use delta::DeltaState;
 pub use errors::PeerAddr;
 pub use limits::{ADMISSION_WAIT, BUDGET_WAIT, ConnectionEnd, DELIVERY_WAIT, Limits};
+pub use service::AdsService;
 pub use state::{Outcome, RequestError, StreamState};
 pub use status::{Nack, TypeStatus};
 pub use subscription::Subscription;
@@ -53,9 +50,7 @@ use self::errors::{Peer, StreamError};
 use self::limits::{Admission, RequestBudget, Throttle};
 use self::outbox::Outbox;
 use self::protocol::Protocol;
-use self::wire::{
-    Budgeted, Method, Outgoing, Progress, PushBudget, ReadLimits, Requests, ResponseBody,
-};
+use self::wire::{Budgeted, Outgoing, Progress, PushBudget, ReadLimits, Requests};
 
 use crate::aggregate::AggregateHandle;
 use crate::metrics::{Metrics, ReasonLabel};
@@ -203,9 +198,7 @@ impl AdsServer {
 
     /// The gRPC service to mount (on a tonic server).
     pub fn service(&self) -> AdsService {
-        AdsService {
-            server: self.clone(),
-        }
+        AdsService::new(self.clone())
     }
 
     /// The snapshot streams are served from.
@@ -468,58 +461,6 @@ async fn follow(
 
 /// Where a stream's task sends its encoded responses (and, last, an error status).
 type Responses = mpsc::Sender<Result<Outgoing, Status>>;
-
-/// The ADS methods as a service for tonic's router: each call spawns the stream's task and
-/// answers with a body fed by it (see `ads/wire.rs` for why this is not tonic's generated server).
-#[derive(Clone)]
-pub struct AdsService {
-    server: AdsServer,
-}
-
-impl tonic::server::NamedService for AdsService {
-    const NAME: &'static str = wire::SERVICE;
-}
-
-impl tower_service::Service<http::Request<Body>> for AdsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let Some(method) = Method::from_path(request.uri().path()) else {
-            return Box::pin(async { wire::unimplemented() });
-        };
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let server = self.server.clone();
-        let end = request
-            .extensions()
-            .get::<ConnectionEnd>()
-            .cloned()
-            .unwrap_or_default();
-        let peer = request.extensions().get::<PeerAddr>().map(|p| p.0);
-        let limits = server.inner.read_limits.clone();
-        let progress = Arc::new(Progress::default());
-        let budget = server.inner.push_budget.for_stream(progress.clone());
-        let body = request.into_body();
-        match method {
-            Method::Sotw => {
-                let requests = Requests::new(body, limits);
-                let serve = server.serve::<StreamState>(requests, tx, progress, end, peer);
-                tokio::spawn(serve);
-            }
-            Method::Delta => {
-                let requests = Requests::new(body, limits);
-                let serve = server.serve::<DeltaState>(requests, tx, progress, end, peer);
-                tokio::spawn(serve);
-            }
-        }
-        Box::pin(async move { Ok(wire::response(ResponseBody::new(rx, budget))) })
-    }
-}
 
 fn type_name(t: TypeUrl) -> &'static str {
     match t {

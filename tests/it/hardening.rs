@@ -37,11 +37,7 @@ async fn budget_in_use(w: &Wayfinder, bytes: u64) {
     eventually(
         &format!("{bytes} bytes of the request budget held"),
         || async {
-            let (_, metrics) = crate::support::binary::get(w.monitoring, "/metrics").await;
-            let held: u64 = metrics
-                .lines()
-                .find_map(|l| l.strip_prefix("wayfinder_xds_request_budget_bytes "))
-                .and_then(|v| v.trim().parse().ok())?;
+            let held = w.metric("wayfinder_xds_request_budget_bytes").await?;
             (held >= bytes).then_some(())
         },
     )

@@ -7,7 +7,7 @@ use tempfile::TempDir;
 use wayfinder::xds::TypeUrl;
 
 use crate::support::ads::{Ads, names_of, sidecar};
-use crate::support::binary::{Wayfinder, get};
+use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::fixtures::write;
 
@@ -73,10 +73,7 @@ pub(crate) async fn full_mesh_sidecar(server: &Wayfinder, n: usize) -> (Ads, usi
 
 /// The `pilot_xds` gauge: connected xDS clients.
 pub(crate) async fn connected(server: &Wayfinder) -> Option<u64> {
-    let (_, text) = get(server.monitoring, "/metrics").await;
-    text.lines()
-        .find_map(|l| l.strip_prefix("pilot_xds "))
-        .and_then(|v| v.trim().parse().ok())
+    server.metric("pilot_xds").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use wayfinder::xds::TypeUrl;
 
 use crate::memory::{SERVICES, connected, full_mesh_sidecar, mesh};
 use crate::support::ads::{request, sidecar};
-use crate::support::binary::{Wayfinder, get};
+use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::raw::{RawConn, framed};
 
@@ -22,10 +22,7 @@ const CHUNK: u64 = 16 << 10;
 
 /// `wayfinder_xds_push_budget_bytes`.
 async fn push_budget_in_use(server: &Wayfinder) -> Option<u64> {
-    let (_, text) = get(server.monitoring, "/metrics").await;
-    text.lines()
-        .find_map(|l| l.strip_prefix("wayfinder_xds_push_budget_bytes "))
-        .and_then(|v| v.trim().parse().ok())
+    server.metric("wayfinder_xds_push_budget_bytes").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -160,46 +160,30 @@ pub(crate) struct RequestBudget {
     in_use: Gauge,
 }
 
-/// Bytes of the request budget, held until dropped.
+/// Bytes of one half of the request budget, held until dropped.
 #[derive(Debug)]
 pub(crate) struct BudgetPermit {
-    permit: Option<OwnedSemaphorePermit>,
+    permit: OwnedSemaphorePermit,
     in_use: Gauge,
-}
-
-impl BudgetPermit {
-    /// Adds `other`'s bytes to this permit's, when they are of the same half.
-    fn merge(&mut self, mut other: BudgetPermit) {
-        match (&mut self.permit, other.permit.take()) {
-            (Some(mine), Some(theirs)) => mine.merge(theirs),
-            (mine @ None, theirs) => *mine = theirs,
-            (Some(_), None) => {}
-        }
-    }
 }
 
 impl Drop for BudgetPermit {
     fn drop(&mut self) {
-        if let Some(permit) = &self.permit {
-            self.in_use.dec_by(permit.num_permits() as i64);
-        }
+        self.in_use.dec_by(self.permit.num_permits() as i64);
     }
 }
 
-/// A request's bytes and its decoding, both held until dropped.
+/// A request's bytes and, once it is read whole, its decoding, both held until dropped.
 #[derive(Debug)]
 pub(crate) struct RequestPermit {
     _bytes: BudgetPermit,
-    decoding: Option<BudgetPermit>,
+    _decoding: Option<BudgetPermit>,
 }
 
 impl RequestPermit {
-    /// Adds the decoding's share to what the request holds.
-    pub(crate) fn add_decoding(&mut self, decoding: BudgetPermit) {
-        match &mut self.decoding {
-            Some(mine) => mine.merge(decoding),
-            None => self.decoding = Some(decoding),
-        }
+    /// Adds what decoding the request allocates to what it holds.
+    pub(crate) fn set_decoding(&mut self, decoding: BudgetPermit) {
+        self._decoding = Some(decoding);
     }
 }
 
@@ -228,7 +212,7 @@ impl RequestBudget {
         let bytes = self.take_from(&self.bytes, bytes, wait).await?;
         Some(RequestPermit {
             _bytes: bytes,
-            decoding: None,
+            _decoding: None,
         })
     }
 
@@ -263,7 +247,7 @@ impl RequestBudget {
         };
         self.in_use.inc_by(i64::from(n));
         Some(BudgetPermit {
-            permit: Some(permit),
+            permit,
             in_use: self.in_use.clone(),
         })
     }

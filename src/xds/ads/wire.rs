@@ -5,11 +5,13 @@
 //! writes every response into a buffer that each stream then keeps at the size of its largest
 //! response (a sidecar's route configuration for a thousand services is half a megabyte), and
 //! each response would first copy every resource out of the shared snapshot. Here a response
-//! is written as pieces: its small fields, and each resource's shared encoded bytes, never
-//! copied ([`Encoded`]); a request is read into a buffer that is let go once it is decoded (its size, and what decoding
-//! allocates, taken from a budget every stream shares until the server has handled it),
-//! and a state-of-the-world request's resource names are decoded only when they differ from
-//! the previous request's ([`SotwRequest`]).
+//! is queued as the snapshot's resources and written as the connection takes it ([`Encoded`]):
+//! its small fields, large resources as their shared encoded bytes, and small ones copied
+//! into chunks within the push budget (`wire/chunks.rs`). A request is read into a buffer
+//! that is let go once it is decoded (its size, and what decoding allocates, taken from a
+//! budget every stream shares until the server has handled it), and a state-of-the-world
+//! request's resource names are decoded only when they differ from the previous request's
+//! ([`SotwRequest`]).
 //!
 //! The formats are gRPC's (each message after a 5-byte prefix: a compression flag, then its
 //! length, big-endian; the status in trailers) and protobuf's (a repeated message field is

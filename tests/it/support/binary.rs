@@ -224,6 +224,15 @@ impl Wayfinder {
         self.raw.lock().unwrap().clone()
     }
 
+    /// The value of an unlabelled gauge or counter on `/metrics`, if it is there.
+    pub(crate) async fn metric(&self, name: &str) -> Option<u64> {
+        let (_, text) = get(self.monitoring, "/metrics").await;
+        let prefix = format!("{name} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
     /// GETs a debug path; returns the status and body.
     pub(crate) async fn get(&self, path: &str) -> (u16, String) {
         get(self.http, path).await

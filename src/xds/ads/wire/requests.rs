@@ -12,7 +12,7 @@ use tonic::Status;
 use tonic::body::Body;
 
 use super::shape::{self, Layout, Shape};
-use crate::xds::ads::limits::{BUDGET_WAIT, BudgetPermit, RequestBudget, RequestPermit};
+use crate::xds::ads::limits::{BUDGET_WAIT, RequestBudget, RequestPermit};
 use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 /// A state-of-the-world request as the server reads it: every field but the resource names
@@ -382,7 +382,9 @@ impl<M: RequestMessage> Requests<M> {
         self.check(&shape)?;
         let more = shape.decoded_cost().saturating_sub(len);
         if more > 0 {
-            permit.add_decoding(take_decoding(&self.limits, more, self.served).await?);
+            let wait = budget_wait(self.served);
+            let decoding = self.limits.budget.take_decoding(more, wait).await;
+            permit.set_decoding(decoding.ok_or_else(|| no_room(&self.limits, more))?);
         }
         let message = M::from_bytes(bytes)?;
         self.served = true;
@@ -405,7 +407,8 @@ impl<M: RequestMessage> Requests<M> {
                 max: self.limits.max_bytes,
             });
         }
-        let permit = take(&self.limits, len, self.served).await?;
+        let permit = self.limits.budget.take(len, budget_wait(self.served)).await;
+        let permit = permit.ok_or_else(|| no_room(&self.limits, len))?;
         if self.buf.len() < 5 + len {
             self.buf.reserve(5 + len - self.buf.len());
         }
@@ -476,30 +479,10 @@ fn budget_wait(served: bool) -> Option<Duration> {
     }
 }
 
-/// Takes a request's `bytes` from the request budget.
-async fn take(limits: &ReadLimits, bytes: usize, served: bool) -> Result<RequestPermit, ReadError> {
-    let budget = &limits.budget;
-    budget
-        .take(bytes, budget_wait(served))
-        .await
-        .ok_or(ReadError::Budget {
-            need: bytes,
-            budget: budget.total(),
-        })
-}
-
-/// Takes what decoding a request allocates beyond its bytes from the request budget.
-async fn take_decoding(
-    limits: &ReadLimits,
-    bytes: usize,
-    served: bool,
-) -> Result<BudgetPermit, ReadError> {
-    let budget = &limits.budget;
-    budget
-        .take_decoding(bytes, budget_wait(served))
-        .await
-        .ok_or(ReadError::Budget {
-            need: bytes,
-            budget: budget.total(),
-        })
+/// The refusal of a request that needs `need` bytes the budget has no room for.
+fn no_room(limits: &ReadLimits, need: usize) -> ReadError {
+    ReadError::Budget {
+        need,
+        budget: limits.budget.total(),
+    }
 }
