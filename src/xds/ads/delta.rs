@@ -270,11 +270,8 @@ fn everything(state: &TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -
     } else {
         all.get_all(&sub.names)
     };
-    // A first request's client holds nothing: no resource need be looked up (each lookup a
-    // search of the subscription, a fifth of a full-mesh sidecar's push in `perf`).
-    let nothing_held = held.is_empty();
     for r in wanted {
-        let is_new = nothing_held || !held.holds(r, sub);
+        let is_new = !held.holds(r, sub);
         if is_new || forced.contains(&r.name) {
             if is_new {
                 changed.push(r.name.clone());

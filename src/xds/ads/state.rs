@@ -216,13 +216,7 @@ impl StreamState {
         // A client drops what it no longer subscribes to, and holds nothing yet under a name
         // it just asked for (whatever older layers had under it).
         state.held.drop_unwanted(&state.subscription);
-        if !state.held.is_empty() {
-            for name in state.subscription.names.iter() {
-                if !before.wants(name) {
-                    state.held.set(name.clone(), Holding::Nothing);
-                }
-            }
-        }
+        state.held.asked_for(&before, &state.subscription);
         let wildcard_added = state.subscription.wildcard && !before.wildcard;
         let mode = if first || (wildcard_added && !type_url.is_full_state()) {
             Mode::Initial
@@ -310,9 +304,6 @@ impl StreamState {
             desired.into_iter().cloned().collect()
         } else {
             let added = matches!(mode, Mode::Added(_));
-            // A first request's client holds nothing: no resource need be looked up (each
-            // lookup a search of the subscription, a fifth of a full-mesh sidecar's push).
-            let nothing_held = held.is_empty();
             let looked_at: Vec<&Arc<Resource>> = match &candidates {
                 Some(names) => names
                     .iter()
@@ -323,9 +314,7 @@ impl StreamState {
             };
             looked_at
                 .into_iter()
-                .filter(|r| {
-                    added || nothing_held || !held.holds(r, sub) || forced.contains(&r.name)
-                })
+                .filter(|r| added || !held.holds(r, sub) || forced.contains(&r.name))
                 .cloned()
                 .collect()
         };
@@ -334,7 +323,7 @@ impl StreamState {
         let changed: Vec<Arc<str>> = match type_url {
             TypeUrl::Cluster => send
                 .iter()
-                .filter(|r| held.is_empty() || !held.holds(r, sub))
+                .filter(|r| !held.holds(r, sub))
                 .map(|r| r.name.clone())
                 .collect(),
             _ => Vec::new(),
