@@ -277,7 +277,7 @@ fn encode_cluster_response(bencher: Bencher) {
     bencher.bench(|| {
         let response = SotwResponse {
             version_info: "0123456789abcdef".into(),
-            resources: clusters.iter().cloned().collect(),
+            resources: clusters.iter().cloned().collect::<Vec<_>>().into(),
             type_url: TypeUrl::Cluster,
             nonce: "1".into(),
             identifier: "bench".into(),

@@ -19,4 +19,4 @@ mod types;
 pub use generate::{DEFAULT_SYSTEM_CA_FILE, Resources, XdsSnapshot};
 pub use proxy::{Proxy, ProxyKind};
 pub use resource::{Resource, ResourceSet, Version};
-pub use types::TypeUrl;
+pub use types::{PerType, TypeUrl};

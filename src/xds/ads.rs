@@ -35,7 +35,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tonic::Status;
 
 pub use delta::DeltaState;
 pub use errors::PeerAddr;
@@ -50,12 +49,12 @@ use self::errors::{Peer, StreamError};
 use self::limits::{Admission, RequestBudget, Throttle};
 use self::outbox::Outbox;
 use self::protocol::Protocol;
-use self::wire::{Budgeted, Outgoing, Progress, PushBudget, ReadLimits, Requests};
+use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 
 use crate::aggregate::AggregateHandle;
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::xds::proxy::Proxy;
-use crate::xds::{TypeUrl, XdsSnapshot, json};
+use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
 
 /// Responses that may wait for a slow client before its stream task waits in turn.
 const QUEUE: usize = 16;
@@ -132,7 +131,7 @@ pub struct Connection {
     /// Seconds since the Unix epoch.
     pub connected_since: f64,
     /// Per-type protocol state, updated after every exchange.
-    pub types: Mutex<BTreeMap<TypeUrl, TypeStatus>>,
+    pub types: Mutex<PerType<TypeStatus>>,
 }
 
 /// What a stream's requests may be under `limits`, with a new request budget.
@@ -334,7 +333,9 @@ impl AdsServer {
         let mut next = Some(first);
         loop {
             if let Some(req) = next.take() {
-                if !self.answer(&mut state, req, out).await? {
+                // Boxed: an answer's future is a kilobyte, which the task would otherwise
+                // keep for the stream's life (`-Zprint-type-sizes`).
+                if !Box::pin(self.answer(&mut state, req, out)).await? {
                     return Ok(());
                 }
             } else {
@@ -392,8 +393,8 @@ impl AdsServer {
     async fn push<P: Protocol>(&self, state: &mut P, out: &mut Outbox) -> bool {
         let snap = self.current();
         let responses = state.on_snapshot(&snap);
-        self.send(state, responses, Some(snap.published()), out)
-            .await
+        // Boxed, as `answer` is where it is called.
+        Box::pin(self.send(state, responses, Some(snap.published()), out)).await
     }
 
     /// Adds a push to the log `/debug/push_status` shows.
@@ -460,7 +461,7 @@ async fn follow(
 }
 
 /// Where a stream's task sends its encoded responses (and, last, an error status).
-type Responses = mpsc::Sender<Result<Outgoing, Status>>;
+type Responses = mpsc::Sender<wire::Queued>;
 
 fn type_name(t: TypeUrl) -> &'static str {
     match t {

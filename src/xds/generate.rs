@@ -41,7 +41,7 @@ use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
-pub use self::cache::{Layer, Resources};
+pub use self::cache::{Layer, Picked, Place, Resources};
 use self::cache::{Memo, carry_if};
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 

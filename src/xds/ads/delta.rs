@@ -18,20 +18,20 @@
 //!   timer ends quickly; a new snapshot pushes clusters, endpoints, listeners, routes in that
 //!   order and re-sends the endpoints of every cluster it changed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::clip::{NACK_DETAIL, clip};
 use super::held::{Held, Holding};
-use super::state::{Outcome, RequestError, now, push_in_order};
+use super::state::{Outcome, RequestError, now, picked, push_in_order};
 use super::status::{Nack, StatusOf, TypeStatus, refresh_all};
 use super::subscription::Subscription;
 use super::wire::DeltaResponse;
-use crate::xds::TypeUrl;
-use crate::xds::generate::{Resources, XdsSnapshot};
+use crate::xds::generate::{Picked, Resources, XdsSnapshot};
 use crate::xds::pb::discovery::DeltaDiscoveryRequest;
 use crate::xds::proxy::Proxy;
-use crate::xds::resource::{Resource, Version};
+use crate::xds::resource::Version;
+use crate::xds::{PerType, TypeUrl};
 
 /// The delta protocol state of one type on one stream.
 #[derive(Debug, Default)]
@@ -54,7 +54,7 @@ struct TypeState {
 /// One delta stream's protocol state.
 pub struct DeltaState {
     proxy: Arc<Proxy>,
-    types: BTreeMap<TypeUrl, TypeState>,
+    types: PerType<TypeState>,
     nonces: u64,
     identifier: Arc<str>,
     max_names: usize,
@@ -65,7 +65,7 @@ impl DeltaState {
     pub fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
         Self {
             proxy,
-            types: BTreeMap::new(),
+            types: PerType::default(),
             nonces: 0,
             identifier,
             max_names: usize::MAX,
@@ -86,7 +86,7 @@ impl DeltaState {
     }
 
     /// Per-type status, for debug pages.
-    pub fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+    pub fn status_into(&self, out: &mut PerType<TypeStatus>) {
         refresh_all(&self.types, out, |s| StatusOf {
             subscription: &s.subscription,
             nonce: &s.nonce,
@@ -114,7 +114,7 @@ impl DeltaState {
             });
         };
         let always_wildcard = self.proxy.is_envoy() && type_url.is_full_state();
-        let state = self.types.entry(type_url).or_default();
+        let state = self.types.get_or_default(type_url);
         let first = !state.started;
         state.started = true;
         let mut outcome = Outcome::default();
@@ -187,7 +187,7 @@ impl DeltaState {
 
     /// Pushes what a new snapshot changed, in make-before-break order.
     pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<DeltaResponse> {
-        let served: BTreeSet<TypeUrl> = self.types.keys().copied().collect();
+        let served: BTreeSet<TypeUrl> = self.types.keys().collect();
         push_in_order(&served, |type_url, forced| {
             self.build(type_url, snap, forced, Build::Snapshot)
         })
@@ -203,7 +203,7 @@ impl DeltaState {
         forced: &BTreeSet<Arc<str>>,
         build: Build,
     ) -> Option<(DeltaResponse, Vec<Arc<str>>)> {
-        let state = self.types.get_mut(&type_url)?;
+        let state = self.types.get_mut(type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
         let respond = matches!(build, Build::Request { respond: true });
         let held = &state.held;
@@ -220,7 +220,10 @@ impl DeltaState {
         };
         let (resources, changed, removed) = match candidates {
             Some(names) => changes(state, &all, &names, forced),
-            None => everything(state, &all, forced),
+            None => {
+                let track = type_url == TypeUrl::Cluster && matches!(build, Build::Snapshot);
+                everything(state, &all, forced, track)
+            }
         };
         state.held.rebase(all.layers());
         if resources.is_empty() && removed.is_empty() && !respond {
@@ -255,30 +258,44 @@ enum Build {
 
 /// What one build sends: resources, the names whose content the client did not have, and the
 /// names removed.
-type Changes = (Vec<Arc<Resource>>, Vec<Arc<str>>, BTreeSet<Arc<str>>);
+type Changes = (Picked, Vec<Arc<str>>, BTreeSet<Arc<str>>);
 
-/// Compares every resource the subscription covers with what the client holds.
-fn everything(state: &TypeState, all: &Resources, forced: &BTreeSet<Arc<str>>) -> Changes {
+/// Compares every resource the subscription covers with what the client holds. The names
+/// whose content the client did not have are listed only when `track`: only a pushed cluster
+/// response's are used (`push_in_order`), and a sidecar's first endpoints answer would list
+/// ten thousand.
+fn everything(
+    state: &TypeState,
+    all: &Resources,
+    forced: &BTreeSet<Arc<str>>,
+    track: bool,
+) -> Changes {
     let (sub, held) = (&state.subscription, &state.held);
-    let mut resources = Vec::new();
     // A list: only a pushed cluster response's changed names are looked up (as endpoints to
     // re-send), and a first request sends thousands, which a set cost a tenth of the server's
     // time to build for 2,000 connecting sidecars (perf).
     let mut changed = Vec::new();
-    let wanted: Vec<_> = if sub.wildcard {
-        all.iter().collect()
+    let resources = if held.holds_nothing() && !track {
+        // Everything wanted is new: sent as it is written, not listed.
+        picked(sub, all)
     } else {
-        all.get_all(&sub.names)
-    };
-    for r in wanted {
-        let is_new = !held.holds(r, sub);
-        if is_new || forced.contains(&r.name) {
-            if is_new {
-                changed.push(r.name.clone());
+        let wanted: Vec<_> = if sub.wildcard {
+            all.iter().collect()
+        } else {
+            all.get_all(&sub.names)
+        };
+        let mut resources = Vec::new();
+        for r in wanted {
+            let is_new = !held.holds(r, sub);
+            if is_new || forced.contains(&r.name) {
+                if is_new && track {
+                    changed.push(r.name.clone());
+                }
+                resources.push(r.clone());
             }
-            resources.push(r.clone());
         }
-    }
+        resources.into()
+    };
     // Held but gone (or never there, for a name just asked for); held but no longer wanted is
     // forgotten quietly (the client dropped it when it unsubscribed).
     let mut removed: BTreeSet<Arc<str>> = forced
@@ -323,5 +340,5 @@ fn changes(
             }
         }
     }
-    (resources, changed, removed)
+    (resources.into(), changed, removed)
 }

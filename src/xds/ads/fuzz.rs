@@ -6,7 +6,6 @@
 //! against a snapshot; then a second snapshot is pushed. The stream loop's waiting (admission,
 //! the aggregate's readiness, the outbox) is left out.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -70,7 +69,7 @@ async fn run<P: Protocol>(
     let node = P::node(&request).ok_or(StreamError::NoNode)?;
     let proxy = Arc::new(Proxy::from_node(node, domain)?);
     let mut state = P::new(proxy, "wayfinder-fuzz".into()).with_max_names(max_names);
-    let mut debug = BTreeMap::new();
+    let mut debug = crate::xds::PerType::default();
     let mut sent = 0;
     let mut next = Some(request);
     loop {
@@ -95,8 +94,8 @@ async fn run<P: Protocol>(
 fn encode<P: Protocol>(responses: Vec<P::Response>) -> usize {
     let n = responses.len();
     for response in responses {
-        let _summary = P::summary(&response);
-        drop(P::encode(response).into_message());
+        let (_summary, encoded) = P::encode(response);
+        drop(encoded.into_message());
     }
     n
 }

@@ -51,6 +51,11 @@ impl Held {
             .map_or(Holding::Nothing, |r| Holding::At(r.version))
     }
 
+    /// True when the client holds nothing of this type (a first request's build).
+    pub(super) fn holds_nothing(&self) -> bool {
+        self.base.is_empty() && self.exceptions.is_empty()
+    }
+
     /// True when the client holds this resource as it is.
     pub(super) fn holds(&self, r: &Resource, subscription: &Subscription) -> bool {
         self.get(&r.name, subscription) == Holding::At(r.version)

@@ -36,7 +36,7 @@ impl Outbox {
 
     /// Ends the stream with `status`.
     pub(super) async fn fail(&self, status: Status) {
-        let _ = self.tx.send(Err(status)).await;
+        let _ = self.tx.send(Box::new(Err(status))).await;
     }
 
     /// True while the client has not taken a batch it was sent more than [`DELIVERY_WAIT`]
@@ -76,7 +76,7 @@ impl AdsServer {
         let mut delivered_tx = Some(delivered_tx);
         for (i, response) in responses.into_iter().enumerate() {
             let started = Instant::now();
-            let summary = P::summary(&response);
+            let (summary, encoded) = P::encode(response);
             let t = summary.type_url;
             let label = Metrics::type_label(t);
             m.xds_pushes.get_or_create(&label).inc();
@@ -92,11 +92,11 @@ impl AdsServer {
                 resources: summary.resources,
                 removed: summary.removed,
                 bytes: summary.bytes,
-                version: summary.version.to_string(),
+                version: summary.version,
                 after_publication: published.map(|p| p.elapsed().as_secs_f64()),
             });
             let item = Outgoing {
-                encoded: P::encode(response),
+                encoded,
                 delivered: if i == last { delivered_tx.take() } else { None },
             };
             let slot = if permit.is_some() {
@@ -111,7 +111,7 @@ impl AdsServer {
                 out.tx.reserve().await
             };
             let Ok(slot) = slot else { return false };
-            slot.send(Ok(item));
+            slot.send(Box::new(Ok(item)));
             m.xds_push_time
                 .get_or_create(&label)
                 .observe(started.elapsed().as_secs_f64());

@@ -1,7 +1,6 @@
 //! What the stream loop needs from a protocol variant's state machine, implemented for state
 //! of the world ([`StreamState`]) and delta ([`DeltaState`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::wire::{DeltaResponse, Encoded, RequestMessage, SotwRequest, SotwResponse};
@@ -9,13 +8,13 @@ use super::{DeltaState, Outcome, RequestError, StreamState, TypeStatus};
 use crate::xds::pb::core::Node;
 use crate::xds::pb::discovery::DeltaDiscoveryRequest;
 use crate::xds::proxy::Proxy;
-use crate::xds::{TypeUrl, XdsSnapshot};
+use crate::xds::{PerType, TypeUrl, XdsSnapshot};
 
 /// A response in the few words logs and metrics need.
-pub(super) struct Summary<'a> {
+pub(super) struct Summary {
     pub(super) type_url: TypeUrl,
-    pub(super) version: &'a str,
-    pub(super) nonce: &'a str,
+    pub(super) version: String,
+    pub(super) nonce: String,
     pub(super) resources: usize,
     pub(super) removed: usize,
     pub(super) bytes: usize,
@@ -36,11 +35,12 @@ pub(super) trait Protocol: Send + Sized + 'static {
     }
     fn node(req: &Self::Request) -> Option<&Node>;
     fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
-    fn summary(response: &Self::Response) -> Summary<'_>;
-    fn encode(response: Self::Response) -> Encoded;
+    /// The response as it is written, and its summary: its resources are counted as they are
+    /// measured for encoding (a walk of the snapshot's layers when they are not listed).
+    fn encode(response: Self::Response) -> (Summary, Encoded);
     fn proxy(&self) -> &Arc<Proxy>;
     /// Refreshes the debug copy of the per-type state.
-    fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>);
+    fn status_into(&self, out: &mut PerType<TypeStatus>);
     fn on_request(
         &mut self,
         req: &Self::Request,
@@ -62,23 +62,23 @@ impl Protocol for StreamState {
     fn request_type_and_nonce(req: &SotwRequest) -> (&str, &str) {
         (&req.request.type_url, &req.request.response_nonce)
     }
-    fn summary(r: &SotwResponse) -> Summary<'_> {
-        Summary {
-            type_url: r.type_url,
-            version: &r.version_info,
-            nonce: &r.nonce,
-            resources: r.resources.len(),
+    fn encode(r: SotwResponse) -> (Summary, Encoded) {
+        let (type_url, version, nonce) = (r.type_url, r.version_info.clone(), r.nonce.clone());
+        let encoded = r.encode();
+        let summary = Summary {
+            type_url,
+            version,
+            nonce,
+            resources: encoded.resources(),
             removed: 0,
-            bytes: r.bytes(),
-        }
-    }
-    fn encode(r: SotwResponse) -> Encoded {
-        r.encode()
+            bytes: encoded.resource_bytes(),
+        };
+        (summary, encoded)
     }
     fn proxy(&self) -> &Arc<Proxy> {
         StreamState::proxy(self)
     }
-    fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+    fn status_into(&self, out: &mut PerType<TypeStatus>) {
         StreamState::status_into(self, out);
     }
     fn on_request(
@@ -109,23 +109,24 @@ impl Protocol for DeltaState {
     fn request_type_and_nonce(req: &DeltaDiscoveryRequest) -> (&str, &str) {
         (&req.type_url, &req.response_nonce)
     }
-    fn summary(r: &DeltaResponse) -> Summary<'_> {
-        Summary {
-            type_url: r.type_url,
-            version: &r.system_version_info,
-            nonce: &r.nonce,
-            resources: r.resources.len(),
-            removed: r.removed.len(),
-            bytes: r.bytes(),
-        }
-    }
-    fn encode(r: DeltaResponse) -> Encoded {
-        r.encode()
+    fn encode(r: DeltaResponse) -> (Summary, Encoded) {
+        let (type_url, removed) = (r.type_url, r.removed.len());
+        let (version, nonce) = (r.system_version_info.clone(), r.nonce.clone());
+        let encoded = r.encode();
+        let summary = Summary {
+            type_url,
+            version,
+            nonce,
+            resources: encoded.resources(),
+            removed,
+            bytes: encoded.resource_bytes(),
+        };
+        (summary, encoded)
     }
     fn proxy(&self) -> &Arc<Proxy> {
         DeltaState::proxy(self)
     }
-    fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+    fn status_into(&self, out: &mut PerType<TypeStatus>) {
         DeltaState::status_into(self, out);
     }
     fn on_request(

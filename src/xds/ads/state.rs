@@ -21,7 +21,7 @@
 //! - versions are content hashes: a response's version hashes what was offered (the layers'
 //!   versions) and the subscription, which together decide what the client holds.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -30,10 +30,10 @@ use super::held::{Held, Holding};
 use super::status::{Nack, StatusOf, TypeStatus, refresh_all};
 use super::subscription::Subscription;
 use super::wire::{SotwRequest, SotwResponse};
-use crate::xds::TypeUrl;
-use crate::xds::generate::{Resources, XdsSnapshot};
+use crate::xds::generate::{Picked, Resources, XdsSnapshot};
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, Version};
+use crate::xds::{PerType, TypeUrl};
 
 /// A request that ends the stream.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -109,7 +109,7 @@ struct TypeState {
 /// One stream's protocol state.
 pub struct StreamState {
     proxy: Arc<Proxy>,
-    types: BTreeMap<TypeUrl, TypeState>,
+    types: PerType<TypeState>,
     nonces: u64,
     identifier: Arc<str>,
 }
@@ -128,7 +128,7 @@ impl StreamState {
     pub fn new(proxy: Arc<Proxy>, identifier: Arc<str>) -> Self {
         Self {
             proxy,
-            types: BTreeMap::new(),
+            types: PerType::default(),
             nonces: 0,
             identifier,
         }
@@ -140,7 +140,7 @@ impl StreamState {
     }
 
     /// Per-type status, for debug pages.
-    pub fn status_into(&self, out: &mut BTreeMap<TypeUrl, TypeStatus>) {
+    pub fn status_into(&self, out: &mut PerType<TypeStatus>) {
         refresh_all(&self.types, out, |s| StatusOf {
             subscription: &s.subscription,
             nonce: &s.nonce,
@@ -169,7 +169,7 @@ impl StreamState {
             });
         };
         let always_wildcard = self.proxy.is_envoy() && type_url.is_full_state();
-        let state = self.types.entry(type_url).or_default();
+        let state = self.types.get_or_default(type_url);
         let first = state.nonce.is_none();
         if !first
             && state.nonce.as_deref() != Some(req.response_nonce.as_str())
@@ -237,7 +237,7 @@ impl StreamState {
 
     /// Pushes what a new snapshot changed, in make-before-break order.
     pub fn on_snapshot(&mut self, snap: &XdsSnapshot) -> Vec<SotwResponse> {
-        let served: BTreeSet<TypeUrl> = self.types.keys().copied().collect();
+        let served: BTreeSet<TypeUrl> = self.types.keys().collect();
         push_in_order(&served, |type_url, forced| {
             self.build(type_url, snap, Mode::Snapshot(forced))
         })
@@ -251,7 +251,7 @@ impl StreamState {
         snap: &XdsSnapshot,
         mode: Mode<'_>,
     ) -> Option<(SotwResponse, Vec<Arc<str>>)> {
-        let state = self.types.get_mut(&type_url)?;
+        let state = self.types.get_mut(type_url)?;
         let all = snap.resources(&self.proxy, type_url, &state.subscription.names);
         let version = response_version(&all, state.subscription_version);
         let none = BTreeSet::new();
@@ -278,7 +278,7 @@ impl StreamState {
             }
         };
         let (sub, held) = (&state.subscription, &mut state.held);
-        let send: Vec<Arc<Resource>> = if type_url.is_full_state() {
+        let send: Picked = if type_url.is_full_state() {
             let differs = |names: &BTreeSet<Arc<str>>| {
                 names.iter().filter(|n| sub.wants(n)).any(|n| {
                     let current = all
@@ -287,12 +287,12 @@ impl StreamState {
                     held.get(n, sub) != current
                 })
             };
-            let desired = desired(sub, &all);
             let respond = match (&mode, &candidates) {
                 (Mode::Initial, _) => true,
                 (Mode::Added(names), _) => !names.is_empty(),
                 (Mode::Snapshot(_), Some(names)) => differs(names),
                 (Mode::Snapshot(_), None) => {
+                    let desired = desired(sub, &all);
                     desired.len() != held.names(sub).len()
                         || desired.iter().any(|r| !held.holds(r, sub))
                 }
@@ -301,27 +301,35 @@ impl StreamState {
                 held.rebase(all.layers());
                 return None;
             }
-            desired.into_iter().cloned().collect()
+            picked(sub, &all)
         } else {
             let added = matches!(mode, Mode::Added(_));
-            let looked_at: Vec<&Arc<Resource>> = match &candidates {
-                Some(names) => names
-                    .iter()
-                    .filter(|n| sub.wants(n))
-                    .filter_map(|n| all.get(n))
-                    .collect(),
-                None => desired(sub, &all),
-            };
-            looked_at
-                .into_iter()
-                .filter(|r| added || !held.holds(r, sub) || forced.contains(&r.name))
-                .cloned()
-                .collect()
+            match &candidates {
+                // A client that holds nothing is sent all it wants, walked as it is written.
+                None if held.holds_nothing() => picked(sub, &all),
+                _ => {
+                    let looked_at: Vec<&Arc<Resource>> = match &candidates {
+                        Some(names) => names
+                            .iter()
+                            .filter(|n| sub.wants(n))
+                            .filter_map(|n| all.get(n))
+                            .collect(),
+                        None => desired(sub, &all),
+                    };
+                    let send: Vec<Arc<Resource>> = looked_at
+                        .into_iter()
+                        .filter(|r| added || !held.holds(r, sub) || forced.contains(&r.name))
+                        .cloned()
+                        .collect();
+                    send.into()
+                }
+            }
         };
-        // Only a cluster response's changed names are used (`push_in_order` forces their
-        // endpoints); looking each resource up costs a tenth of a full-mesh sidecar's push.
-        let changed: Vec<Arc<str>> = match type_url {
-            TypeUrl::Cluster => send
+        // Only a pushed cluster response's changed names are used (`push_in_order` forces
+        // their endpoints); looking each resource up costs a tenth of a full-mesh sidecar's
+        // push, and a request's answer has nothing to force.
+        let changed: Vec<Arc<str>> = match (type_url, &mode) {
+            (TypeUrl::Cluster, Mode::Snapshot(_)) => send
                 .iter()
                 .filter(|r| !held.holds(r, sub))
                 .map(|r| r.name.clone())
@@ -331,7 +339,7 @@ impl StreamState {
         if matches!(mode, Mode::Added(_)) && !type_url.is_full_state() {
             // Only the added names were sent, from this snapshot; the others keep what they
             // had, so the next snapshot still compares with the layers they came from.
-            for r in &send {
+            for r in send.iter() {
                 held.set(r.name.clone(), Holding::At(r.version));
             }
         } else {
@@ -342,27 +350,22 @@ impl StreamState {
         if send.is_empty() && !type_url.is_full_state() {
             return None;
         }
-        Some((self.respond(type_url, &send, version), changed))
+        Some((self.respond(type_url, send, version), changed))
     }
 
     /// A response carrying `send`, recorded as the type's latest.
-    fn respond(
-        &mut self,
-        type_url: TypeUrl,
-        send: &[Arc<Resource>],
-        version: Version,
-    ) -> SotwResponse {
+    fn respond(&mut self, type_url: TypeUrl, send: Picked, version: Version) -> SotwResponse {
         self.nonces += 1;
         let nonce = self.nonces.to_string();
         let version = version.to_string();
-        if let Some(state) = self.types.get_mut(&type_url) {
+        if let Some(state) = self.types.get_mut(type_url) {
             state.nonce = Some(nonce.clone());
             state.sent_version = Some(version.clone());
             state.responses += 1;
         }
         SotwResponse {
             version_info: version,
-            resources: send.to_vec(),
+            resources: send,
             type_url,
             nonce,
             identifier: self.identifier.clone(),
@@ -406,6 +409,15 @@ pub(super) fn push_in_order<R>(
         }
     }
     responses
+}
+
+/// The resources a subscription covers, as a response carries them: not listed.
+pub(super) fn picked(subscription: &Subscription, all: &Resources) -> Picked {
+    if subscription.wildcard {
+        Picked::Every(all.clone())
+    } else {
+        Picked::Named(all.clone(), subscription.names.clone())
+    }
 }
 
 /// The resources a subscription covers, in a stable order.

@@ -1,13 +1,11 @@
 //! What debug pages show of a stream's per-type protocol state (`/debug/syncz`, config
 //! dumps), refreshed after every message.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use super::held::Held;
 use super::subscription::Subscription;
-use crate::xds::TypeUrl;
+use crate::xds::{PerType, TypeUrl};
 
 /// A NACK as recorded for `/debug/syncz`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -71,10 +69,10 @@ impl TypeStatus {
 /// Refreshes one debug copy per type.
 pub(super) fn refresh_all<'a, S: 'a>(
     types: impl IntoIterator<Item = (&'a TypeUrl, &'a S)>,
-    out: &mut BTreeMap<TypeUrl, TypeStatus>,
+    out: &mut PerType<TypeStatus>,
     view: impl Fn(&'a S) -> StatusOf<'a>,
 ) {
     for (t, s) in types {
-        out.entry(*t).or_default().refresh(view(s));
+        out.get_or_default(*t).refresh(view(s));
     }
 }

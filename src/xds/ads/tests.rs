@@ -6,8 +6,8 @@ use std::sync::Arc;
 use super::{DeltaState, StreamState};
 use crate::xds::XdsSnapshot;
 use crate::xds::fixtures::{DOMAIN, endpoints_changed, model, sidecar};
+use crate::xds::generate::Picked;
 use crate::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
-use crate::xds::resource::Resource;
 use crate::xds::types::TypeUrl;
 
 const SVC_0: &str = "outbound|8080||svc-0.default.svc.cluster.local";
@@ -29,7 +29,7 @@ fn names_of(names: &[Arc<str>]) -> Vec<String> {
 }
 
 /// The names of the resources in a response.
-fn names(resources: &[Arc<Resource>]) -> Vec<String> {
+fn names(resources: &Picked) -> Vec<String> {
     resources.iter().map(|r| r.name.to_string()).collect()
 }
 

@@ -31,6 +31,7 @@ use tonic::Status;
 use tonic::body::Body;
 
 use crate::xds::TypeUrl;
+use crate::xds::generate::{Picked, Place};
 use crate::xds::pb::core::ControlPlane;
 use crate::xds::pb::discovery::{
     DeltaDiscoveryResponse, DiscoveryResponse, Resource as DeltaResource,
@@ -77,7 +78,7 @@ pub struct SotwResponse {
     /// The version of what the client holds after it.
     pub version_info: String,
     /// The resources.
-    pub resources: Vec<Arc<Resource>>,
+    pub resources: Picked,
     /// Their type.
     pub type_url: TypeUrl,
     /// The nonce the client's next request acknowledges.
@@ -92,7 +93,7 @@ pub struct DeltaResponse {
     /// The version of everything the client holds after it.
     pub system_version_info: String,
     /// Resources new or changed for the client, each sent with its name and version.
-    pub resources: Vec<Arc<Resource>>,
+    pub resources: Picked,
     /// Names the client should drop.
     pub removed: Vec<Arc<str>>,
     /// Their type.
@@ -107,24 +108,54 @@ pub struct DeltaResponse {
 /// (the head), then its resources, each a field header and the resource's encoded bytes.
 /// Small resources are copied into chunks of at most 16 KiB, each made only when the
 /// connection asks for the next and paid for from the push budget; large ones go out as the
-/// snapshot's shared bytes, never copied. A queued message costs its list of resources, not
-/// its bytes.
+/// snapshot's shared bytes, never copied. A queued message costs a few pointers to the
+/// snapshot's layers (or its list of resources), not its bytes.
 #[derive(Debug)]
 pub struct Encoded {
     /// The prefix and the fields before the resources; taken when written.
     head: Option<Bytes>,
-    /// The resources not yet written, in order.
-    resources: std::iter::Peekable<std::vec::IntoIter<Arc<Resource>>>,
+    /// The resources.
+    resources: Picked,
+    /// Where the resources not yet written start; `None` once all are.
+    next: Option<Place>,
     /// Each resource wrapped in a delta `Resource` message (with its name and version).
     delta: bool,
     /// Bytes on the wire.
     len: usize,
     /// Bytes written so far.
     written: usize,
+    /// How many resources, and their encoded bytes (for logs and metrics).
+    count: usize,
+    resource_bytes: usize,
+}
+
+/// What encoding a response measures of its resources in one walk: how many, their bytes,
+/// and the bytes of their fields in the message.
+struct Measured {
+    count: usize,
+    bytes: usize,
+    fields: usize,
+}
+
+impl Measured {
+    fn of(resources: &Picked, field: impl Fn(&Resource) -> usize) -> Self {
+        let mut m = Self {
+            count: 0,
+            bytes: 0,
+            fields: 0,
+        };
+        for r in resources.iter() {
+            m.count += 1;
+            m.bytes += r.encoded().len();
+            m.fields += field(r);
+        }
+        m
+    }
 }
 
 impl Encoded {
-    fn new(head: &impl Message, rest: usize, resources: Vec<Arc<Resource>>, delta: bool) -> Self {
+    fn new(head: &impl Message, measured: Measured, resources: Picked, delta: bool) -> Self {
+        let rest = measured.fields;
         let message = head.encoded_len() + rest;
         let mut bytes = BytesMut::with_capacity(5 + head.encoded_len());
         bytes.put_u8(0);
@@ -132,11 +163,24 @@ impl Encoded {
         head.encode_raw(&mut bytes);
         Self {
             head: Some(bytes.freeze()),
-            resources: resources.into_iter().peekable(),
+            next: (rest > 0).then(Place::default),
+            resources,
             delta,
             len: 5 + message,
             written: 0,
+            count: measured.count,
+            resource_bytes: measured.bytes,
         }
+    }
+
+    /// How many resources the message carries.
+    pub fn resources(&self) -> usize {
+        self.count
+    }
+
+    /// The encoded bytes of its resources.
+    pub fn resource_bytes(&self) -> usize {
+        self.resource_bytes
     }
 
     /// Bytes on the wire.
@@ -163,7 +207,7 @@ impl Encoded {
 
     /// True once every byte has been written.
     fn is_done(&mut self) -> bool {
-        self.head.is_none() && self.resources.peek().is_none()
+        self.head.is_none() && self.next.is_none()
     }
 
     /// Writes the next resources into `chunk` while they fit in `room` bytes. When a large
@@ -178,14 +222,21 @@ impl Encoded {
         };
         let before = chunk.len();
         let mut shared = None;
-        while let Some(r) = self.resources.next_if(|r| fits(chunk, r)) {
-            put_field_header(delta, chunk, &r);
+        let Some(place) = &self.next else {
+            return None;
+        };
+        let mut walk = self.resources.walk(place).peekable();
+        while let Some((_, r)) = walk.next_if(|(_, r)| fits(chunk, r)) {
+            put_field_header(delta, chunk, r);
             if r.encoded().len() >= COPY_BELOW {
                 shared = Some(r.encoded().clone());
                 break;
             }
             chunk.put_slice(r.encoded());
         }
+        let next = walk.next().map(|(i, r)| self.resources.place_of(i, r));
+        drop(walk);
+        self.next = next;
         self.written += chunk.len() - before + shared.as_ref().map_or(0, Bytes::len);
         shared
     }
@@ -250,13 +301,9 @@ fn field_len(field: u32, len: usize) -> usize {
 impl SotwResponse {
     /// The response as a gRPC message to write; resources are not copied until written.
     pub fn encode(self) -> Encoded {
-        let rest = self
-            .resources
-            .iter()
-            .map(|r| field_len(2, r.encoded().len()))
-            .sum();
+        let measured = Measured::of(&self.resources, |r| field_len(2, r.encoded().len()));
         let head = self.head();
-        Encoded::new(&head, rest, self.resources, false)
+        Encoded::new(&head, measured, self.resources, false)
     }
 
     /// The same response as Envoy's message type (a copy, for tests and tools).
@@ -278,23 +325,14 @@ impl SotwResponse {
             ..Default::default()
         }
     }
-
-    /// Bytes of the resources.
-    pub fn bytes(&self) -> usize {
-        self.resources.iter().map(|r| r.encoded().len()).sum()
-    }
 }
 
 impl DeltaResponse {
     /// The response as a gRPC message to write; resources are not copied until written.
     pub fn encode(self) -> Encoded {
-        let rest = self
-            .resources
-            .iter()
-            .map(|r| field_len(2, delta_inner_len(r)))
-            .sum();
+        let measured = Measured::of(&self.resources, |r| field_len(2, delta_inner_len(r)));
         let head = self.head();
-        Encoded::new(&head, rest, self.resources, true)
+        Encoded::new(&head, measured, self.resources, true)
     }
 
     /// The same response as Envoy's message type (a copy, for tests and tools).
@@ -326,12 +364,12 @@ impl DeltaResponse {
             ..Default::default()
         }
     }
-
-    /// Bytes of the resources.
-    pub fn bytes(&self) -> usize {
-        self.resources.iter().map(|r| r.encoded().len()).sum()
-    }
 }
+
+/// What a stream queues for its response body: a message, or the status that ends the
+/// stream. Boxed: tokio makes a queue's first block of 32 slots with the channel and keeps it,
+/// so unboxed every stream held 32 messages' room (3.9 KB; heaptrack at 2,000 sidecars).
+pub(super) type Queued = Box<Result<Outgoing, Status>>;
 
 /// One message for the response body, and whom to tell when the connection has taken its
 /// last piece (the push throttle waits for that).
@@ -346,7 +384,7 @@ pub(super) struct Outgoing {
 /// (`SEND_BUFFER` in `server/grpc.rs`), so a copied chunk is made when the connection is ready
 /// to take it, and only with room in the push budget.
 pub(super) struct ResponseBody {
-    rx: mpsc::Receiver<Result<Outgoing, Status>>,
+    rx: mpsc::Receiver<Queued>,
     /// The message being written.
     current: Option<Outgoing>,
     /// A large resource's shared bytes, to write next.
@@ -356,7 +394,7 @@ pub(super) struct ResponseBody {
 }
 
 impl ResponseBody {
-    pub(super) fn new(rx: mpsc::Receiver<Result<Outgoing, Status>>, budget: ChunkBudget) -> Self {
+    pub(super) fn new(rx: mpsc::Receiver<Queued>, budget: ChunkBudget) -> Self {
         Self {
             rx,
             current: None,
@@ -426,7 +464,7 @@ impl http_body::Body for ResponseBody {
             if self.done {
                 return Poll::Ready(None);
             }
-            match self.rx.poll_recv(cx) {
+            match self.rx.poll_recv(cx).map(|q| q.map(|q| *q)) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Ok(out))) => self.current = Some(out),
                 Poll::Ready(Some(Err(status))) => {

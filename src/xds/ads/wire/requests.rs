@@ -282,10 +282,13 @@ pub(crate) enum ReadError {
     Reset(Status),
 }
 
-/// One decoded request, holding its bytes of the request budget until it is dropped.
+/// One decoded request, holding its bytes of the request budget until it is dropped. The
+/// message is boxed: a decoded `DiscoveryRequest` is 600 bytes, and every place a stream's
+/// task keeps one across an await (its first request, the next, the one being answered) took
+/// that much room in every stream's task for the stream's life, idle or not.
 #[derive(Debug)]
 pub(crate) struct Budgeted<M> {
-    message: M,
+    message: Box<M>,
     _permit: RequestPermit,
 }
 
@@ -389,7 +392,7 @@ impl<M: RequestMessage> Requests<M> {
         let message = M::from_bytes(bytes)?;
         self.served = true;
         Ok(Some(Budgeted {
-            message,
+            message: Box::new(message),
             _permit: permit,
         }))
     }

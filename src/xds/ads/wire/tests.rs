@@ -1,5 +1,7 @@
 //! The framing against prost's own encoding, and requests as real bodies deliver them.
 
+use std::collections::BTreeSet;
+
 use super::*;
 use crate::xds::ads::limits::{BUDGET_WAIT, RequestBudget};
 use crate::xds::pb::cluster::Cluster;
@@ -26,7 +28,7 @@ fn resources() -> Vec<Arc<Resource>> {
 fn a_sotw_response_decodes_as_the_message_prost_would_write() {
     let response = SotwResponse {
         version_info: "v1".into(),
-        resources: resources(),
+        resources: resources().into(),
         type_url: TypeUrl::Cluster,
         nonce: "7".into(),
         identifier: "wayfinder".into(),
@@ -43,7 +45,7 @@ fn a_sotw_response_decodes_as_the_message_prost_would_write() {
 fn a_delta_response_decodes_as_the_message_prost_would_write() {
     let response = DeltaResponse {
         system_version_info: "0123".into(),
-        resources: resources(),
+        resources: resources().into(),
         removed: vec!["gone".into()],
         type_url: TypeUrl::Cluster,
         nonce: "8".into(),
@@ -315,6 +317,70 @@ fn clusters(n: usize, size: usize) -> Vec<Arc<Resource>> {
         .collect()
 }
 
+#[test]
+fn a_response_walking_the_snapshots_layers_writes_the_bytes_of_the_same_list() {
+    use crate::xds::generate::{Layer, Picked, Resources};
+    use crate::xds::resource::ResourceSet;
+
+    // Two layers of small resources with large ones among them, so that chunks end both at
+    // their size and at a shared piece, and walks resume within and across layers.
+    let layer = |from: usize, to: usize| {
+        let mut set = ResourceSet::new();
+        for (i, r) in clusters(to, 400).into_iter().enumerate().skip(from) {
+            let r = match i % 97 {
+                0 => clusters(i + 1, 4 * COPY_BELOW).pop().expect("one"),
+                _ => r,
+            };
+            set.insert(r.name.clone(), r);
+        }
+        Layer::new(set)
+    };
+    let all = Resources::of(vec![layer(0, 1500), layer(1500, 3000)]);
+    let names: BTreeSet<Arc<str>> = all.iter().step_by(3).map(|r| r.name.clone()).collect();
+    let lazy = [
+        Picked::Every(all.clone()),
+        Picked::Named(all.clone(), Arc::new(names)),
+    ];
+    for picked in lazy {
+        let listed: Vec<Arc<Resource>> = picked.iter().cloned().collect();
+        for delta in [false, true] {
+            let (lazy, list) = match delta {
+                false => {
+                    let response = |resources| SotwResponse {
+                        version_info: "v1".into(),
+                        resources,
+                        type_url: TypeUrl::Cluster,
+                        nonce: "1".into(),
+                        identifier: "wayfinder".into(),
+                    };
+                    (
+                        response(picked.clone()).encode(),
+                        response(listed.clone().into()).encode(),
+                    )
+                }
+                true => {
+                    let response = |resources| DeltaResponse {
+                        system_version_info: "v1".into(),
+                        resources,
+                        removed: Vec::new(),
+                        type_url: TypeUrl::Cluster,
+                        nonce: "1".into(),
+                        identifier: "wayfinder".into(),
+                    };
+                    (
+                        response(picked.clone()).encode(),
+                        response(listed.clone().into()).encode(),
+                    )
+                }
+            };
+            assert_eq!(lazy.len(), list.len());
+            let (lazy, list) = (lazy.into_message(), list.into_message());
+            assert_eq!(lazy.len(), list.len());
+            assert!(lazy == list, "the same bytes (delta: {delta})");
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_response_body_copies_chunks_as_they_are_taken_within_the_push_budget() {
     use crate::xds::ads::wire::chunks::PushBudget;
@@ -328,14 +394,14 @@ async fn a_response_body_copies_chunks_as_they_are_taken_within_the_push_budget(
     resources.splice(1000..1000, clusters(3, 4 * COPY_BELOW));
     let sotw = SotwResponse {
         version_info: "v1".into(),
-        resources: resources.clone(),
+        resources: resources.clone().into(),
         type_url: TypeUrl::Cluster,
         nonce: "1".into(),
         identifier: "wayfinder".into(),
     };
     let delta = DeltaResponse {
         system_version_info: "v2".into(),
-        resources,
+        resources: resources.into(),
         removed: vec!["gone".into()],
         type_url: TypeUrl::Cluster,
         nonce: "2".into(),
@@ -346,16 +412,16 @@ async fn a_response_body_copies_chunks_as_they_are_taken_within_the_push_budget(
     let (tx, rx) = mpsc::channel(4);
     let (first_tx, mut first) = oneshot::channel();
     let (second_tx, second) = oneshot::channel();
-    tx.send(Ok(Outgoing {
+    tx.send(Box::new(Ok(Outgoing {
         encoded: sotw.clone().encode(),
         delivered: Some(first_tx),
-    }))
+    })))
     .await
     .expect("queued");
-    tx.send(Ok(Outgoing {
+    tx.send(Box::new(Ok(Outgoing {
         encoded: delta.clone().encode(),
         delivered: Some(second_tx),
-    }))
+    })))
     .await
     .expect("queued");
     drop(tx);
