@@ -411,10 +411,19 @@ pub(super) fn push_in_order<R>(
     responses
 }
 
-/// The resources a subscription covers, as a response carries them: not listed.
+/// The resources a subscription covers, as a response carries them: a wildcard's or many
+/// names' as the layers to walk (a walk beside the names is linear in the layers), a few
+/// names' listed (each found by a search).
 pub(super) fn picked(subscription: &Subscription, all: &Resources) -> Picked {
     if subscription.wildcard {
         Picked::Every(all.clone())
+    } else if all.few(subscription.names.len()) {
+        Picked::List(
+            all.get_all(&subscription.names)
+                .into_iter()
+                .cloned()
+                .collect(),
+        )
     } else {
         Picked::Named(all.clone(), subscription.names.clone())
     }

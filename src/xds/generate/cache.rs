@@ -187,10 +187,16 @@ impl Resources {
     /// layer beside them finds them all; a search per name cost a tenth of a full-mesh
     /// sidecar's push in `perf`, in string comparisons.
     pub fn get_all(&self, names: &BTreeSet<Arc<str>>) -> Vec<&Arc<Resource>> {
-        if names.len() < self.len() / 16 {
+        if self.few(names.len()) {
             return names.iter().filter_map(|n| self.get(n)).collect();
         }
         self.named_from(names, Bound::Unbounded).collect()
+    }
+
+    /// True when `n` names are better found by a search each than by a walk beside the
+    /// layers.
+    pub fn few(&self, n: usize) -> bool {
+        n < self.len() / 16
     }
 
     /// As [`Resources::get_all`], lazily, from the name `from` bounds on.
@@ -281,7 +287,8 @@ pub enum Picked {
     /// Every resource of these layers, layer by layer, each in name order (a wildcard
     /// subscription's).
     Every(Resources),
-    /// The resources of these layers that these names select, in name order.
+    /// The resources of these layers that these names select, in name order (for many
+    /// names: a walk beside them is linear in the layers).
     Named(Resources, Arc<BTreeSet<Arc<str>>>),
 }
 
