@@ -6,6 +6,7 @@
 
 pub mod ads;
 mod canonical;
+pub mod consistency;
 #[cfg(test)]
 mod fixtures;
 pub mod generate;

@@ -384,3 +384,43 @@ fn upstream_tls_verifies_by_default() {
     });
     check("upstream_tls", &out);
 }
+
+/// Every Envoy proxy of the golden meshes receives only references it can follow: each
+/// cluster a route or TCP proxy names, each EDS cluster's assignment, each route configuration
+/// a listener names (`xds::consistency`).
+#[test]
+fn every_envoy_proxys_configuration_is_consistent() {
+    let proxies = [
+        reviews_sidecar(),
+        proxy("sidecar~10.2.0.9~web.prod~prod.svc.cluster.local", &[]),
+        labelled(
+            "router~10.0.0.1~ingress-7d9.default~default.svc.cluster.local",
+            ("istio", "ingressgateway"),
+        ),
+        labelled(
+            "sidecar~10.9.9.9~scoped-1.default~default.svc.cluster.local",
+            ("app", "scoped"),
+        ),
+    ];
+    let upstream_tls = snapshot_with_config(
+        vec![(RegistryId::new("Mock"), external_services())],
+        load_config(&golden_dir().join("upstream_tls.yaml")),
+    )
+    .expect("a valid mesh");
+    let meshes = [
+        ("mesh", snapshot()),
+        ("config.yaml", configured()),
+        (
+            "upstream_tls.yaml",
+            XdsSnapshot::new(Arc::new(upstream_tls), "cluster.local"),
+        ),
+    ];
+    for (mesh, snap) in &meshes {
+        for p in &proxies {
+            let clusters = snap.resources(p, TypeUrl::Cluster, &BTreeSet::new());
+            assert!(!clusters.is_empty(), "{mesh}: {} receives clusters", p.id);
+            let problems = wayfinder::xds::consistency::check(snap, p);
+            assert!(problems.is_empty(), "{mesh}, {}: {problems:#?}", p.id);
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! What one Envoy proxy receives, checked for references to what it does not receive, as
+//! go-control-plane's `Snapshot.Consistent()` does: every cluster a route or a TCP proxy
+//! names is among the proxy's clusters, every endpoint name of an EDS cluster has its
+//! assignment, and every route configuration a listener names through RDS exists. A proxy
+//! whose configuration fails this gets 503s (a missing cluster) or warming clusters and
+//! listeners that never finish (a missing assignment or route configuration).
+//!
+//! The special clusters (`BlackHoleCluster`, `PassthroughCluster`,
+//! `InboundPassthroughCluster`) are generated as clusters too, so they need no exception.
+//! Proxyless gRPC clients ask for their listeners by name, and are not covered here.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use prost::Message;
+
+use crate::xds::pb::cluster::Cluster;
+use crate::xds::pb::cluster::cluster::{ClusterDiscoveryType, DiscoveryType};
+use crate::xds::pb::endpoint::ClusterLoadAssignment;
+use crate::xds::pb::hcm::HttpConnectionManager;
+use crate::xds::pb::hcm::http_connection_manager::RouteSpecifier;
+use crate::xds::pb::listener::filter::ConfigType;
+use crate::xds::pb::listener::{Filter, Listener};
+use crate::xds::pb::route::RouteConfiguration;
+use crate::xds::pb::route::route::Action;
+use crate::xds::pb::route::route_action::ClusterSpecifier;
+use crate::xds::pb::tcp_proxy::TcpProxy;
+use crate::xds::pb::tcp_proxy::tcp_proxy::ClusterSpecifier as TcpClusterSpecifier;
+use crate::xds::{Proxy, Resource, TypeUrl, XdsSnapshot};
+
+/// Every reference in what `proxy` receives from `snap` to something it does not receive,
+/// one line each (empty: consistent). Also a resource that does not decode as its type.
+pub fn check(snap: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
+    let mut problems = Vec::new();
+    let none = BTreeSet::new();
+
+    let mut clusters = BTreeSet::new();
+    let mut eds_names = BTreeSet::new();
+    for r in snap.resources(proxy, TypeUrl::Cluster, &none).iter() {
+        let Ok(c) = Cluster::decode(&*value(r)) else {
+            problems.push(format!("cluster {} does not decode", r.name));
+            continue;
+        };
+        let eds = matches!(
+            c.cluster_discovery_type,
+            Some(ClusterDiscoveryType::Type(t)) if t == DiscoveryType::Eds as i32
+        );
+        if eds {
+            let service = c
+                .eds_cluster_config
+                .map(|e| e.service_name)
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| c.name.clone());
+            eds_names.insert(Arc::<str>::from(service));
+        }
+        clusters.insert(c.name);
+    }
+
+    let assignments = snap.resources(proxy, TypeUrl::Endpoint, &eds_names);
+    for name in &eds_names {
+        match assignments.get(name) {
+            Some(r) if ClusterLoadAssignment::decode(&*value(r)).is_ok() => {}
+            Some(_) => problems.push(format!("endpoints {name} do not decode")),
+            None => problems.push(format!("EDS cluster {name} has no assignment")),
+        }
+    }
+
+    let mut route_names = BTreeSet::new();
+    for r in snap.resources(proxy, TypeUrl::Listener, &none).iter() {
+        let Ok(l) = Listener::decode(&*value(r)) else {
+            problems.push(format!("listener {} does not decode", r.name));
+            continue;
+        };
+        let chains = l.filter_chains.iter().chain(l.default_filter_chain.iter());
+        for filter in chains.flat_map(|c| &c.filters) {
+            let place = format!("listener {} filter {}", l.name, filter.name);
+            references(filter, &place, &clusters, &mut route_names, &mut problems);
+        }
+    }
+
+    let routes = snap.resources(proxy, TypeUrl::Route, &route_names);
+    for name in &route_names {
+        let Some(r) = routes.get(name) else {
+            problems.push(format!(
+                "route configuration {name} named by a listener does not exist"
+            ));
+            continue;
+        };
+        match RouteConfiguration::decode(&*value(r)) {
+            Ok(rc) => route_clusters(&rc, &clusters, &mut problems),
+            Err(_) => problems.push(format!("route configuration {name} does not decode")),
+        }
+    }
+    problems
+}
+
+/// The message inside a resource's `Any`.
+fn value(r: &Resource) -> Vec<u8> {
+    r.any().value
+}
+
+/// The clusters and route configurations one network filter names.
+fn references(
+    filter: &Filter,
+    place: &str,
+    clusters: &BTreeSet<String>,
+    route_names: &mut BTreeSet<Arc<str>>,
+    problems: &mut Vec<String>,
+) {
+    let Some(ConfigType::TypedConfig(any)) = &filter.config_type else {
+        return;
+    };
+    if any.type_url.ends_with(".HttpConnectionManager") {
+        match HttpConnectionManager::decode(&*any.value) {
+            Ok(hcm) => match hcm.route_specifier {
+                Some(RouteSpecifier::Rds(rds)) => {
+                    route_names.insert(rds.route_config_name.into());
+                }
+                Some(RouteSpecifier::RouteConfig(rc)) => route_clusters(&rc, clusters, problems),
+                _ => {}
+            },
+            Err(_) => problems.push(format!("{place} does not decode")),
+        }
+    } else if any.type_url.ends_with(".TcpProxy") {
+        let Ok(tcp) = TcpProxy::decode(&*any.value) else {
+            problems.push(format!("{place} does not decode"));
+            return;
+        };
+        let named: Vec<String> = match tcp.cluster_specifier {
+            Some(TcpClusterSpecifier::Cluster(c)) => vec![c],
+            Some(TcpClusterSpecifier::WeightedClusters(w)) => {
+                w.clusters.into_iter().map(|c| c.name).collect()
+            }
+            None => Vec::new(),
+        };
+        for c in named.into_iter().filter(|c| !clusters.contains(c)) {
+            problems.push(format!(
+                "{place} names cluster {c}, which the proxy does not receive"
+            ));
+        }
+    }
+}
+
+/// The clusters a route configuration's routes name, checked against `clusters`.
+fn route_clusters(
+    rc: &RouteConfiguration,
+    clusters: &BTreeSet<String>,
+    problems: &mut Vec<String>,
+) {
+    for vh in &rc.virtual_hosts {
+        for route in &vh.routes {
+            let Some(Action::Route(action)) = &route.action else {
+                continue;
+            };
+            let named: Vec<&str> = match &action.cluster_specifier {
+                Some(ClusterSpecifier::Cluster(c)) => vec![c.as_str()],
+                Some(ClusterSpecifier::WeightedClusters(w)) => {
+                    w.clusters.iter().map(|c| c.name.as_str()).collect()
+                }
+                _ => Vec::new(),
+            };
+            for c in named.into_iter().filter(|c| !clusters.contains(*c)) {
+                problems.push(format!(
+                    "route configuration {} virtual host {} names cluster {c}, which the proxy \
+                     does not receive",
+                    rc.name, vh.name
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xds::fixtures::{DOMAIN, model, sidecar};
+    use crate::xds::pb::hcm::Rds;
+    use crate::xds::pb::protobuf::Any;
+    use crate::xds::pb::route::route_action::ClusterSpecifier;
+    use crate::xds::pb::route::{
+        Route, RouteAction, VirtualHost, WeightedCluster, weighted_cluster,
+    };
+
+    fn clusters(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    fn routing(specifier: ClusterSpecifier) -> RouteConfiguration {
+        RouteConfiguration {
+            name: "80".into(),
+            virtual_hosts: vec![VirtualHost {
+                name: "svc:80".into(),
+                routes: vec![Route {
+                    action: Some(Action::Route(RouteAction {
+                        cluster_specifier: Some(specifier),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_fixture_mesh_is_consistent_for_a_sidecar() {
+        let snap = XdsSnapshot::new(Arc::new(model(3)), DOMAIN);
+        assert_eq!(check(&snap, &sidecar()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_route_to_a_cluster_the_proxy_lacks_is_reported() {
+        let mut problems = Vec::new();
+        let known = clusters(&["a", "b"]);
+        route_clusters(
+            &routing(ClusterSpecifier::Cluster("a".into())),
+            &known,
+            &mut problems,
+        );
+        assert!(problems.is_empty());
+        let weighted = WeightedCluster {
+            clusters: ["a", "missing"]
+                .into_iter()
+                .map(|n| weighted_cluster::ClusterWeight {
+                    name: n.into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        route_clusters(
+            &routing(ClusterSpecifier::WeightedClusters(weighted)),
+            &known,
+            &mut problems,
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("names cluster missing"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_listeners_rds_name_and_tcp_cluster_are_followed() {
+        let filter = |type_url: &str, value: Vec<u8>| Filter {
+            name: "f".into(),
+            config_type: Some(ConfigType::TypedConfig(Any {
+                type_url: type_url.into(),
+                value,
+            })),
+        };
+        let hcm = HttpConnectionManager {
+            route_specifier: Some(RouteSpecifier::Rds(Rds {
+                route_config_name: "8080".into(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let tcp = TcpProxy {
+            cluster_specifier: Some(TcpClusterSpecifier::Cluster("gone".into())),
+            ..Default::default()
+        };
+        let (mut routes, mut problems) = (BTreeSet::new(), Vec::new());
+        let known = clusters(&["a"]);
+        let hcm_url = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
+        references(
+            &filter(hcm_url, hcm.encode_to_vec()),
+            "l",
+            &known,
+            &mut routes,
+            &mut problems,
+        );
+        let tcp_url = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy";
+        references(
+            &filter(tcp_url, tcp.encode_to_vec()),
+            "l",
+            &known,
+            &mut routes,
+            &mut problems,
+        );
+        assert_eq!(
+            routes.into_iter().collect::<Vec<_>>(),
+            [Arc::<str>::from("8080")]
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("names cluster gone"), "{problems:?}");
+    }
+}
