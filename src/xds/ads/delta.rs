@@ -24,8 +24,7 @@ use std::sync::Arc;
 use super::clip::{NACK_DETAIL, clip};
 use super::held::{Held, Holding};
 use super::state::{Outcome, RequestError, now, picked, push_in_order};
-use super::status::{Nack, StatusOf, TypeStatus, refresh_all};
-use super::subscription::Subscription;
+use super::status::{self, Nack, TypeStatus, refresh_all};
 use super::wire::DeltaResponse;
 use crate::xds::generate::{Picked, Resources, XdsSnapshot};
 use crate::xds::pb::discovery::DeltaDiscoveryRequest;
@@ -34,21 +33,13 @@ use crate::xds::resource::Version;
 use crate::xds::{PerType, TypeUrl};
 
 /// The delta protocol state of one type on one stream.
+type TypeState = status::TypeState<Own>;
+
+/// What only delta keeps per type.
 #[derive(Debug, Default)]
-struct TypeState {
-    subscription: Subscription,
+struct Own {
     /// Whether the type's first request was seen.
     started: bool,
-    nonce: Option<String>,
-    /// `system_version_info` of the latest response: the hash of what the client then held.
-    sent_version: Option<String>,
-    acked_version: Option<String>,
-    last_nack: Option<Nack>,
-    responses: u64,
-    /// What the client holds as far as the server knows (see the state-of-the-world twin).
-    held: Held,
-    /// A hash of the subscription, part of the system version.
-    subscription_version: Version,
 }
 
 /// One delta stream's protocol state.
@@ -87,15 +78,7 @@ impl DeltaState {
 
     /// Per-type status, for debug pages.
     pub fn status_into(&self, out: &mut PerType<TypeStatus>) {
-        refresh_all(&self.types, out, |s| StatusOf {
-            subscription: &s.subscription,
-            nonce: &s.nonce,
-            sent_version: &s.sent_version,
-            acked_version: &s.acked_version,
-            last_nack: &s.last_nack,
-            responses: s.responses,
-            held: &s.held,
-        });
+        refresh_all(&self.types, out);
     }
 
     /// Handles one request.
@@ -115,8 +98,8 @@ impl DeltaState {
         };
         let always_wildcard = self.proxy.is_envoy() && type_url.is_full_state();
         let state = self.types.get_or_default(type_url);
-        let first = !state.started;
-        state.started = true;
+        let first = !state.own.started;
+        state.own.started = true;
         let mut outcome = Outcome::default();
         let latest = state.nonce.as_deref() == Some(req.response_nonce.as_str());
         if !req.response_nonce.is_empty() && !latest {

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::clip::{NACK_DETAIL, clip};
-use super::held::{Held, Holding};
-use super::status::{Nack, StatusOf, TypeStatus, refresh_all};
+use super::held::Holding;
+use super::status::{self, Nack, TypeStatus, refresh_all};
 use super::subscription::Subscription;
 use super::wire::{SotwRequest, SotwResponse};
 use crate::xds::generate::{Picked, Resources, XdsSnapshot};
@@ -81,27 +81,12 @@ impl<R> Default for Outcome<R> {
     }
 }
 
-/// The protocol state of one type on one stream.
+/// The state-of-the-world protocol state of one type on one stream.
+type TypeState = status::TypeState<Own>;
+
+/// What only state of the world keeps per type.
 #[derive(Debug, Default)]
-struct TypeState {
-    /// What the client subscribed to.
-    pub subscription: Subscription,
-    /// Nonce of the latest response.
-    pub nonce: Option<String>,
-    /// Version of the latest response.
-    pub sent_version: Option<String>,
-    /// Latest version the client acknowledged.
-    pub acked_version: Option<String>,
-    /// Latest NACK.
-    pub last_nack: Option<Nack>,
-    /// Responses sent.
-    pub responses: u64,
-    /// What the client holds as far as the server knows: a snapshot whose layers are the
-    /// held ones needs no look at each resource, and one whose layers replaced them needs a
-    /// look only at the names they changed.
-    held: Held,
-    /// A hash of the subscription, part of every response version.
-    subscription_version: Version,
+struct Own {
     /// The hash of the latest request's names.
     names_hash: Option<u64>,
 }
@@ -141,15 +126,7 @@ impl StreamState {
 
     /// Per-type status, for debug pages.
     pub fn status_into(&self, out: &mut PerType<TypeStatus>) {
-        refresh_all(&self.types, out, |s| StatusOf {
-            subscription: &s.subscription,
-            nonce: &s.nonce,
-            sent_version: &s.sent_version,
-            acked_version: &s.acked_version,
-            last_nack: &s.last_nack,
-            responses: s.responses,
-            held: &s.held,
-        });
+        refresh_all(&self.types, out);
     }
 
     /// Handles one request.
@@ -192,13 +169,13 @@ impl StreamState {
         } else if !req.response_nonce.is_empty() {
             state.acked_version = Some(req.version_info.clone());
         }
-        if !first && state.names_hash == Some(sotw.names_hash()) {
+        if !first && state.own.names_hash == Some(sotw.names_hash()) {
             // An ACK or NACK repeating the names of the previous request (a sidecar's
             // endpoints ACK lists every cluster): nothing changed, nothing to decode.
             return Ok(outcome);
         }
         let names = sotw.names().map_err(RequestError::BadName)?;
-        state.names_hash = Some(sotw.names_hash());
+        state.own.names_hash = Some(sotw.names_hash());
         let before = state.subscription.clone();
         if always_wildcard || names.is_empty() {
             state.subscription.update(&names, always_wildcard);

@@ -1,11 +1,12 @@
-//! What debug pages show of a stream's per-type protocol state (`/debug/syncz`, config
-//! dumps), refreshed after every message.
+//! A stream's per-type protocol state, one type for both protocols ([`TypeState`]), and what
+//! debug pages show of it (`/debug/syncz`, config dumps), refreshed after every message.
 
 use serde::Serialize;
 
 use super::held::Held;
 use super::subscription::Subscription;
-use crate::xds::{PerType, TypeUrl};
+use crate::xds::PerType;
+use crate::xds::resource::Version;
 
 /// A NACK as recorded for `/debug/syncz`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -40,39 +41,52 @@ pub struct TypeStatus {
     pub resources: usize,
 }
 
-/// What a [`TypeStatus`] is refreshed from: either variant's per-type state, borrowed.
-pub(super) struct StatusOf<'a> {
-    pub(super) subscription: &'a Subscription,
-    pub(super) nonce: &'a Option<String>,
-    pub(super) sent_version: &'a Option<String>,
-    pub(super) acked_version: &'a Option<String>,
-    pub(super) last_nack: &'a Option<Nack>,
+/// The protocol state of one type on one stream, as both protocols keep it; `own` is what
+/// only one of them needs (state of the world: the hash of the latest request's names; delta:
+/// whether the first request was seen). Debug pages show a copy, [`TypeStatus`].
+#[derive(Debug, Default)]
+pub(super) struct TypeState<X> {
+    /// What the client subscribed to.
+    pub(super) subscription: Subscription,
+    /// Nonce of the latest response.
+    pub(super) nonce: Option<String>,
+    /// Version of the latest response (delta: `system_version_info`, the hash of what the
+    /// client then held).
+    pub(super) sent_version: Option<String>,
+    /// Latest version the client acknowledged.
+    pub(super) acked_version: Option<String>,
+    /// Latest NACK.
+    pub(super) last_nack: Option<Nack>,
+    /// Responses sent.
     pub(super) responses: u64,
-    pub(super) held: &'a Held,
+    /// What the client holds as far as the server knows: a snapshot whose layers are the
+    /// held ones needs no look at each resource, and one whose layers replaced them needs a
+    /// look only at the names they changed.
+    pub(super) held: Held,
+    /// A hash of the subscription, part of every response version.
+    pub(super) subscription_version: Version,
+    /// What one protocol alone keeps.
+    pub(super) own: X,
 }
 
 impl TypeStatus {
     /// Brings the debug copy up to date. It is refreshed after every message of every stream,
     /// so its strings keep their buffers (`clone_from`): building it anew each time was a
     /// tenth of the server's time under churn (perf).
-    pub(super) fn refresh(&mut self, from: StatusOf<'_>) {
-        self.subscription.clone_from(from.subscription);
-        self.nonce.clone_from(from.nonce);
-        self.sent_version.clone_from(from.sent_version);
-        self.acked_version.clone_from(from.acked_version);
-        self.last_nack.clone_from(from.last_nack);
+    fn refresh<X>(&mut self, from: &TypeState<X>) {
+        self.subscription.clone_from(&from.subscription);
+        self.nonce.clone_from(&from.nonce);
+        self.sent_version.clone_from(&from.sent_version);
+        self.acked_version.clone_from(&from.acked_version);
+        self.last_nack.clone_from(&from.last_nack);
         self.responses = from.responses;
-        self.resources = from.held.count(from.subscription);
+        self.resources = from.held.count(&from.subscription);
     }
 }
 
 /// Refreshes one debug copy per type.
-pub(super) fn refresh_all<'a, S: 'a>(
-    types: impl IntoIterator<Item = (&'a TypeUrl, &'a S)>,
-    out: &mut PerType<TypeStatus>,
-    view: impl Fn(&'a S) -> StatusOf<'a>,
-) {
+pub(super) fn refresh_all<X>(types: &PerType<TypeState<X>>, out: &mut PerType<TypeStatus>) {
     for (t, s) in types {
-        out.get_or_default(*t).refresh(view(s));
+        out.get_or_default(*t).refresh(s);
     }
 }
