@@ -23,6 +23,7 @@ mod gateway;
 mod grpc;
 mod inbound;
 mod listener;
+mod picked;
 mod policy;
 mod proto;
 mod route;
@@ -41,8 +42,9 @@ use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
-pub use self::cache::{Layer, Picked, Place, Resources};
+pub use self::cache::{Layer, Resources};
 use self::cache::{Memo, carry_if};
+pub use self::picked::{Picked, Place};
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 
 /// A model snapshot and the resources generated from it so far.

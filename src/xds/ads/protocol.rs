@@ -20,6 +20,27 @@ pub(super) struct Summary {
     pub(super) bytes: usize,
 }
 
+impl Summary {
+    /// A response's summary: its own fields, and the count and bytes of its resources as
+    /// `encoded` measured them.
+    fn new(
+        type_url: TypeUrl,
+        version: String,
+        nonce: String,
+        removed: usize,
+        encoded: &Encoded,
+    ) -> Self {
+        Self {
+            type_url,
+            version,
+            nonce,
+            resources: encoded.resources(),
+            removed,
+            bytes: encoded.resource_bytes(),
+        }
+    }
+}
+
 /// What a stream needs from a protocol variant's state machine (state of the world or delta).
 pub(super) trait Protocol: Send + Sized + 'static {
     type Request: RequestMessage + Send + 'static;
@@ -65,15 +86,7 @@ impl Protocol for StreamState {
     fn encode(r: SotwResponse) -> (Summary, Encoded) {
         let (type_url, version, nonce) = (r.type_url, r.version_info.clone(), r.nonce.clone());
         let encoded = r.encode();
-        let summary = Summary {
-            type_url,
-            version,
-            nonce,
-            resources: encoded.resources(),
-            removed: 0,
-            bytes: encoded.resource_bytes(),
-        };
-        (summary, encoded)
+        (Summary::new(type_url, version, nonce, 0, &encoded), encoded)
     }
     fn proxy(&self) -> &Arc<Proxy> {
         StreamState::proxy(self)
@@ -113,15 +126,10 @@ impl Protocol for DeltaState {
         let (type_url, removed) = (r.type_url, r.removed.len());
         let (version, nonce) = (r.system_version_info.clone(), r.nonce.clone());
         let encoded = r.encode();
-        let summary = Summary {
-            type_url,
-            version,
-            nonce,
-            resources: encoded.resources(),
-            removed,
-            bytes: encoded.resource_bytes(),
-        };
-        (summary, encoded)
+        (
+            Summary::new(type_url, version, nonce, removed, &encoded),
+            encoded,
+        )
     }
     fn proxy(&self) -> &Arc<Proxy> {
         DeltaState::proxy(self)

@@ -1,6 +1,13 @@
 //! The framing against prost's own encoding, and requests as real bodies deliver them.
 
 use std::collections::BTreeSet;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http_body::Frame;
+use tokio::sync::{mpsc, oneshot};
+use tonic::Status;
+use tonic::body::Body;
 
 use super::*;
 use crate::xds::ads::limits::{BUDGET_WAIT, RequestBudget};
