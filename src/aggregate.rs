@@ -3,8 +3,9 @@
 //!
 //! Build an [`Aggregate`] from the configured registries (in `--registries` order, which is
 //! also their precedence, see [`merge`]), add any extra [`Handler`]s, then [`Aggregate::start`]
-//! it. The returned [`AggregateHandle`] gives lock-free access to the current snapshot, a
-//! version channel that wakes when a new one is published, readiness, and per-registry status.
+//! it. It returns a [`SnapshotReader`]: lock-free access to the current snapshot, a version
+//! channel that wakes when a new one is published, readiness, and per-source status. The
+//! aggregate's task keeps the only [`Publisher`](crate::snapshot::Publisher).
 //!
 //! **Invariant:** only the aggregate task publishes snapshots, and only snapshots that pass
 //! [`Snapshot::validate`]. A registration that fails validation is refused and the service's
@@ -12,7 +13,7 @@
 //!
 //! **Sync:** the first snapshot is published when every registry and configuration source has
 //! delivered its first `Reset`, or when the sync timeout passes, whichever is first; until then
-//! the handle reports not ready and the xDS server does not answer.
+//! the reader reports not ready and the xDS server does not answer.
 //!
 //! Configuration objects (VirtualService, DestinationRule, …) go through the same chain:
 //! validated again, applied to a per-source store, told to the handlers, debounced with
@@ -31,26 +32,22 @@ mod store;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use futures::{FutureExt, Stream, StreamExt};
-use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use wayfinder_registry::config::{ConfigEvent, ConfigSource, Refusal};
+use wayfinder_registry::config::{ConfigEvent, ConfigSource};
 use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
 
 pub use build::{snapshot_from, snapshot_with_config};
 pub use debounce::Debounce;
 pub use handler::{Handler, LogHandler, MetricsHandler};
-pub use source::{ErrorRecord, Health};
 pub use store::{Change, ChangeKind};
 
-use crate::metrics::Metrics;
-use crate::snapshot::Snapshot;
+use crate::metrics::ModelMetrics;
+use crate::snapshot::{SnapshotReader, published};
 use build::Model;
 use config_store::ConfigStore;
 use runner::Runner;
-use source::SourceState;
 use store::Store;
 
 /// Aggregate settings.
@@ -77,89 +74,7 @@ pub struct Aggregate {
     config_sources: Vec<Box<dyn ConfigSource>>,
     handlers: Vec<Box<dyn Handler>>,
     settings: Settings,
-    metrics: Arc<Metrics>,
-}
-
-/// Read access to what the aggregate publishes. Cheap to clone.
-#[derive(Clone)]
-pub struct AggregateHandle {
-    shared: Arc<Shared>,
-    versions: watch::Receiver<u64>,
-    ready: watch::Receiver<bool>,
-}
-
-/// How one registry is doing, for `/debug/registryz` and `/ready`.
-#[derive(Clone, Debug, Serialize)]
-pub struct RegistryStatus {
-    /// The registry.
-    pub registry: RegistryId,
-    /// True once its first state arrived.
-    pub synced: bool,
-    /// Whether its last item was good.
-    pub health: Health,
-    /// Services it reports.
-    pub services: usize,
-    /// Endpoints it reports.
-    pub endpoints: usize,
-    /// Items received from it.
-    pub events: u64,
-    /// The most recent error, kept after recovery for reference.
-    pub last_error: Option<ErrorRecord>,
-}
-
-impl RegistryStatus {
-    fn new(state: &SourceState, services: usize, endpoints: usize) -> Self {
-        Self {
-            registry: state.id.clone(),
-            synced: state.synced,
-            health: state.health,
-            services,
-            endpoints,
-            events: state.events,
-            last_error: state.last_error.clone(),
-        }
-    }
-}
-
-/// How one configuration source is doing, for `/debug/configz` and `/ready`.
-#[derive(Clone, Debug, Serialize)]
-pub struct ConfigSourceStatus {
-    /// The source.
-    pub source: RegistryId,
-    /// True once its first state arrived.
-    pub synced: bool,
-    /// Whether its last item was good.
-    pub health: Health,
-    /// Objects it holds.
-    pub objects: usize,
-    /// Items received from it.
-    pub events: u64,
-    /// The most recent error (a rejected object, a malformed file), kept for reference.
-    pub last_error: Option<ErrorRecord>,
-    /// Every document and object it refuses now, each with its own error; an entry leaves
-    /// when it is fixed or deleted. `/debug/configz` shows them in a list of their own.
-    #[serde(skip)]
-    pub refused: Arc<[Refusal]>,
-}
-
-impl ConfigSourceStatus {
-    fn new(state: &SourceState, objects: usize, refused: Arc<[Refusal]>) -> Self {
-        Self {
-            source: state.id.clone(),
-            synced: state.synced,
-            health: state.health,
-            objects,
-            events: state.events,
-            last_error: state.last_error.clone(),
-            refused,
-        }
-    }
-}
-
-struct Shared {
-    snapshot: ArcSwap<Snapshot>,
-    registries: ArcSwap<Vec<RegistryStatus>>,
-    config_sources: ArcSwap<Vec<ConfigSourceStatus>>,
+    metrics: Arc<ModelMetrics>,
 }
 
 /// An item from one of the sources, by position.
@@ -186,7 +101,7 @@ impl Aggregate {
     pub fn new(
         registries: Vec<Box<dyn Registry>>,
         settings: Settings,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ModelMetrics>,
     ) -> Self {
         let handlers: Vec<Box<dyn Handler>> = vec![
             Box::new(LogHandler),
@@ -213,7 +128,7 @@ impl Aggregate {
 
     /// Starts every source and the aggregate task. Everything stops when `shutdown` is
     /// cancelled.
-    pub fn start(self, shutdown: CancellationToken) -> AggregateHandle {
+    pub fn start(self, shutdown: CancellationToken) -> SnapshotReader {
         let stores = self
             .registries
             .iter()
@@ -224,13 +139,7 @@ impl Aggregate {
             .iter()
             .map(|s| ConfigStore::new(RegistryId::new(s.name())))
             .collect();
-        let shared = Arc::new(Shared {
-            snapshot: ArcSwap::from_pointee(Snapshot::empty()),
-            registries: ArcSwap::from_pointee(Vec::new()),
-            config_sources: ArcSwap::from_pointee(Vec::new()),
-        });
-        let (versions_tx, versions) = watch::channel(0);
-        let (ready_tx, ready) = watch::channel(false);
+        let (publisher, reader) = published();
         let (tx, rx) = mpsc::channel(1024);
         for (index, registry) in self.registries.into_iter().enumerate() {
             let token = shutdown.child_token();
@@ -259,53 +168,13 @@ impl Aggregate {
             handlers: self.handlers,
             settings: self.settings,
             metrics: self.metrics,
-            shared: shared.clone(),
-            versions_tx,
-            ready_tx,
+            publisher,
             batch: debounce::Batch::default(),
             dirty: Default::default(),
         };
         runner.publish_status();
         tokio::spawn(runner.run(rx, shutdown));
-        AggregateHandle {
-            shared,
-            versions,
-            ready,
-        }
-    }
-}
-
-impl AggregateHandle {
-    /// The current snapshot (never blocks).
-    pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.shared.snapshot.load_full()
-    }
-
-    /// A receiver that wakes with the version of each newly published snapshot.
-    pub fn versions(&self) -> watch::Receiver<u64> {
-        self.versions.clone()
-    }
-
-    /// True once every source synced or the sync timeout passed.
-    pub fn is_ready(&self) -> bool {
-        *self.ready.borrow()
-    }
-
-    /// Waits until ready.
-    pub async fn ready(&self) {
-        let mut ready = self.ready.clone();
-        // An error means the aggregate stopped; nothing will become ready then.
-        let _ = ready.wait_for(|r| *r).await;
-    }
-
-    /// Status of every registry, in precedence order.
-    pub fn registries(&self) -> Arc<Vec<RegistryStatus>> {
-        self.shared.registries.load_full()
-    }
-
-    /// Status of every configuration source, in precedence order.
-    pub fn config_sources(&self) -> Arc<Vec<ConfigSourceStatus>> {
-        self.shared.config_sources.load_full()
+        reader
     }
 }
 

@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 
 mod configz;
 
-use crate::aggregate::{AggregateHandle, Health};
-use crate::metrics::Metrics;
+use crate::metrics::Exposition;
+use crate::snapshot::{Health, SnapshotReader};
 use crate::xds::ads::AdsServer;
 
 pub mod trust;
@@ -39,7 +39,7 @@ pub use trust::DebugToken;
 
 #[derive(Clone)]
 struct Debug {
-    aggregate: AggregateHandle,
+    model: SnapshotReader,
     ads: AdsServer,
     ready_requires_healthy: bool,
 }
@@ -81,7 +81,7 @@ const PAGES: [(&str, &str); 8] = [
 /// [`trust`] for the rule. The server must provide each request's
 /// `ConnectInfo<SocketAddr>`: without it every request counts as from another host.
 pub fn router(
-    aggregate: AggregateHandle,
+    model: SnapshotReader,
     ads: AdsServer,
     ready_requires_healthy: bool,
     token: Option<DebugToken>,
@@ -98,14 +98,14 @@ pub fn router(
         .route_layer(middleware::from_fn_with_state(token, trust::require))
         .route("/ready", get(ready))
         .with_state(Debug {
-            aggregate,
+            model,
             ads,
             ready_requires_healthy,
         })
 }
 
 /// The monitoring HTTP routes.
-pub fn monitoring_router(metrics: Arc<Metrics>) -> Router {
+pub fn monitoring_router(metrics: Arc<Exposition>) -> Router {
     Router::new()
         .route("/metrics", get(render_metrics))
         .route("/version", get(version))
@@ -113,9 +113,9 @@ pub fn monitoring_router(metrics: Arc<Metrics>) -> Router {
 }
 
 async fn ready(State(d): State<Debug>) -> Response {
-    let registries = d.aggregate.registries();
-    let configs = d.aggregate.config_sources();
-    if d.aggregate.is_ready() {
+    let statuses = d.model.statuses();
+    let (registries, configs) = (&statuses.registries, &statuses.config_sources);
+    if d.model.is_ready() {
         if !d.ready_requires_healthy {
             return (StatusCode::OK, "ready\n").into_response();
         }
@@ -167,9 +167,10 @@ async fn list() -> Json<Value> {
 }
 
 async fn registryz(State(d): State<Debug>) -> Json<Value> {
-    let snapshot = d.aggregate.snapshot();
-    let statuses = d.aggregate.registries();
+    let snapshot = d.model.snapshot();
+    let statuses = d.model.statuses();
     let registries: Vec<Value> = statuses
+        .registries
         .iter()
         .map(|status| {
             let services: Vec<Value> = snapshot
@@ -197,7 +198,7 @@ async fn endpointz(
     State(d): State<Debug>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Json<Value> {
-    let snapshot = d.aggregate.snapshot();
+    let snapshot = d.model.snapshot();
     let filter = q.get("svc");
     let services: Vec<Value> = snapshot
         .services
@@ -287,7 +288,7 @@ async fn config_dump(State(d): State<Debug>, Query(q): Query<HashMap<String, Str
     }
 }
 
-async fn render_metrics(State(m): State<Arc<Metrics>>) -> Response {
+async fn render_metrics(State(m): State<Arc<Exposition>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,

@@ -1,8 +1,12 @@
-//! Prometheus metrics, under Istio's names where Istio has one.
+//! Prometheus metrics, under Istio's names where Istio has one: the model's own
+//! ([`ModelMetrics`]: registries, configuration, snapshots), the types both sides share, and
+//! the [`Exposition`] that serves them.
 //!
-//! One [`Metrics`] per server, registered in an explicit `prometheus-client` registry (no
-//! globals, so tests run servers side by side). Served as text on `--monitoring-addr`
-//! `/metrics`.
+//! Each server has one explicit `prometheus-client` registry (no globals, so tests run servers
+//! side by side), which `server::start` fills with [`ModelMetrics`] and the xDS server's
+//! `xds::metrics::XdsMetrics`. It is served as text on `--monitoring-addr` `/metrics`. This
+//! module names nothing of xDS, so the aggregate that records these never compiles against xDS
+//! types.
 //!
 //! Istio's counters (`pilot_xds_pushes`, `pilot_total_xds_rejects`, …) have no `_total`
 //! suffix, and dashboards query them by those names. OpenMetrics requires the suffix on
@@ -21,19 +25,9 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 /// Buckets for push and build times, in seconds.
-const PUSH_BUCKETS: [f64; 6] = [0.01, 0.1, 0.5, 1.0, 3.0, 5.0];
+pub(crate) const PUSH_BUCKETS: [f64; 6] = [0.01, 0.1, 0.5, 1.0, 3.0, 5.0];
 /// Istio's buckets for `pilot_proxy_convergence_time`, in seconds.
-const CONVERGENCE_BUCKETS: [f64; 8] = [0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
-/// Istio's buckets for `pilot_xds_config_size_bytes` (4 MB is gRPC's default message limit).
-const SIZE_BUCKETS: [f64; 6] = [
-    1.0,
-    10_000.0,
-    1_000_000.0,
-    4_000_000.0,
-    10_000_000.0,
-    40_000_000.0,
-];
-
+pub(crate) const CONVERGENCE_BUCKETS: [f64; 8] = [0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
 /// Labels `{type="cds"}` for per-xDS-type metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TypeLabel {
@@ -91,36 +85,10 @@ impl EncodeMetric for IstioCounter {
     }
 }
 
-/// Every metric the server records.
-pub struct Metrics {
-    registry: Registry,
-    /// `pilot_xds`: connected xDS clients.
-    pub xds_clients: Gauge,
-    /// `pilot_xds_pushes{type}`: responses sent.
-    pub xds_pushes: Family<TypeLabel, IstioCounter>,
-    /// `pilot_xds_push_time{type}`: seconds to generate and queue one response.
-    pub xds_push_time: Family<TypeLabel, Histogram>,
-    /// `pilot_xds_config_size_bytes{type}`: size of the resources in one response.
-    pub xds_config_size: Family<TypeLabel, Histogram>,
-    /// `pilot_proxy_convergence_time`: seconds from a snapshot's publication to a proxy's push.
-    pub proxy_convergence: Histogram,
-    /// `pilot_total_xds_rejects`: NACKs of any type.
-    pub xds_rejects: IstioCounter,
-    /// `pilot_xds_{cds,eds,lds,rds}_reject`: NACKs per type.
-    pub xds_type_rejects: Family<TypeLabel, IstioCounter>,
-    /// `pilot_xds_expired_nonce`: requests ignored for a stale nonce.
-    pub xds_expired_nonce: IstioCounter,
-    /// `wayfinder_xds_refused_streams_total{reason}`: streams the server refused: `rate` (the
-    /// new-stream rate limit), `budget` (the request budget was in use), `size`, `names`,
-    /// `node` (a bad or oversized node), `compressed`, `slow` (a request that did not arrive
-    /// in time), `malformed`, `stalled` (a client that stopped reading its responses).
-    pub xds_refused_streams: Family<ReasonLabel, Counter>,
-    /// `wayfinder_xds_request_budget_bytes`: bytes of the request budget
-    /// (`--max-request-budget`) held by requests being read or handled.
-    pub xds_request_budget: Gauge,
-    /// `wayfinder_xds_push_budget_bytes`: bytes of the push budget (`--max-push-budget`)
-    /// held by copied response chunks not yet written to their connections.
-    pub xds_push_budget: Gauge,
+/// The model's metrics: what the registries and configuration sources report, and the
+/// snapshots the aggregate builds from it. They name nothing of xDS (the xDS server's own are
+/// `xds::metrics::XdsMetrics`).
+pub struct ModelMetrics {
     /// `pilot_inbound_updates{type}`: registry changes (`eds`, `svc`, `svcdelete`).
     pub inbound_updates: Family<TypeLabel, IstioCounter>,
     /// `pilot_services`: services in the published snapshot.
@@ -150,28 +118,17 @@ pub struct Metrics {
     pub registry_services: Family<RegistryLabel, Gauge>,
 }
 
-impl Default for Metrics {
+impl Default for ModelMetrics {
+    /// Metrics registered nowhere, for tests and tools that run an aggregate alone.
     fn default() -> Self {
-        Self::new()
+        Self::new(&mut Registry::default())
     }
 }
 
-impl Metrics {
-    /// Creates and registers every metric.
-    pub fn new() -> Self {
-        let mut registry = Registry::default();
+impl ModelMetrics {
+    /// Creates every metric and registers it in `r`.
+    pub fn new(r: &mut Registry) -> Self {
         let m = Self {
-            xds_clients: Gauge::default(),
-            xds_pushes: Family::default(),
-            xds_push_time: Family::new_with_constructor(|| Histogram::new(PUSH_BUCKETS)),
-            xds_config_size: Family::new_with_constructor(|| Histogram::new(SIZE_BUCKETS)),
-            proxy_convergence: Histogram::new(CONVERGENCE_BUCKETS),
-            xds_rejects: IstioCounter::default(),
-            xds_type_rejects: Family::default(),
-            xds_expired_nonce: IstioCounter::default(),
-            xds_refused_streams: Family::default(),
-            xds_request_budget: Gauge::default(),
-            xds_push_budget: Gauge::default(),
             inbound_updates: Family::default(),
             services: Gauge::default(),
             rejected_configs: IstioCounter::default(),
@@ -185,55 +142,7 @@ impl Metrics {
             registry_degraded: Family::default(),
             registry_errors: Family::default(),
             registry_services: Family::default(),
-            registry: Registry::default(),
         };
-        let r = &mut registry;
-        r.register("pilot_xds", "Connected xDS clients", m.xds_clients.clone());
-        r.register(
-            "pilot_xds_pushes",
-            "xDS responses sent, by type",
-            m.xds_pushes.clone(),
-        );
-        r.register(
-            "pilot_xds_push_time",
-            "Seconds to generate and queue one response",
-            m.xds_push_time.clone(),
-        );
-        r.register(
-            "pilot_xds_config_size_bytes",
-            "Bytes of resources per response",
-            m.xds_config_size.clone(),
-        );
-        r.register(
-            "pilot_proxy_convergence_time",
-            "Seconds from a snapshot's publication to its push to a proxy",
-            m.proxy_convergence.clone(),
-        );
-        r.register(
-            "pilot_total_xds_rejects",
-            "NACKs of any type",
-            m.xds_rejects.clone(),
-        );
-        r.register(
-            "pilot_xds_expired_nonce",
-            "Requests ignored because their nonce was stale",
-            m.xds_expired_nonce.clone(),
-        );
-        r.register(
-            "wayfinder_xds_refused_streams",
-            "xDS streams refused, by reason",
-            m.xds_refused_streams.clone(),
-        );
-        r.register(
-            "wayfinder_xds_request_budget_bytes",
-            "Bytes of the request budget held by requests being read or handled",
-            m.xds_request_budget.clone(),
-        );
-        r.register(
-            "wayfinder_xds_push_budget_bytes",
-            "Bytes of the push budget held by response chunks not yet written",
-            m.xds_push_budget.clone(),
-        );
         r.register(
             "pilot_inbound_updates",
             "Registry changes by kind",
@@ -299,27 +208,7 @@ impl Metrics {
             "Services the registry reports",
             m.registry_services.clone(),
         );
-        // Istio names its per-type NACK counters pilot_xds_cds_reject, …: one family per name.
-        for t in crate::xds::TypeUrl::PUSH_ORDER {
-            let counter = m
-                .xds_type_rejects
-                .get_or_create(&TypeLabel { r#type: t.short() })
-                .clone();
-            r.register(
-                format!("pilot_xds_{}_reject", t.short()),
-                format!("NACKs of {} responses", t.short()),
-                counter,
-            );
-        }
-        Self { registry, ..m }
-    }
-
-    /// The metrics in Prometheus/OpenMetrics text format.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        m
     }
 
     /// Labels for a registry.
@@ -328,10 +217,24 @@ impl Metrics {
             registry: name.to_owned(),
         }
     }
+}
 
-    /// Labels for an xDS type.
-    pub fn type_label(t: crate::xds::TypeUrl) -> TypeLabel {
-        TypeLabel { r#type: t.short() }
+/// Every metric the server records, as `/metrics` serves them: one Prometheus registry, which
+/// the server fills with the model's and the xDS server's metrics (`server::start`).
+pub struct Exposition(Registry);
+
+impl Exposition {
+    /// Serves what is registered in `registry`.
+    pub fn new(registry: Registry) -> Self {
+        Self(registry)
+    }
+
+    /// The metrics in Prometheus/OpenMetrics text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.0);
+        out
     }
 }
 
@@ -340,23 +243,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn istio_counters_keep_their_names() {
-        let m = Metrics::new();
-        m.xds_pushes
-            .get_or_create(&TypeLabel { r#type: "cds" })
-            .inc();
-        m.xds_rejects.inc();
-        m.xds_type_rejects
-            .get_or_create(&TypeLabel { r#type: "eds" })
-            .inc();
+    fn wayfinder_counters_get_their_suffix() {
+        let mut registry = Registry::default();
+        let m = ModelMetrics::new(&mut registry);
         m.snapshots_rejected.inc();
-        let text = m.render();
-        assert!(text.contains("pilot_xds_pushes{type=\"cds\"} 1"), "{text}");
-        assert!(text.contains("pilot_total_xds_rejects 1"), "{text}");
-        assert!(text.contains("pilot_xds_eds_reject 1"), "{text}");
+        m.rejected_configs.inc();
+        let text = Exposition::new(registry).render();
         assert!(
             text.contains("wayfinder_snapshots_rejected_total 1"),
             "{text}"
         );
+        assert!(text.contains("pilot_total_rejected_configs 1"), "{text}");
     }
 }

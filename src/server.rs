@@ -15,9 +15,11 @@ use tokio_util::sync::CancellationToken;
 use wayfinder_registry::Registry;
 use wayfinder_registry::config::ConfigSource;
 
-use crate::aggregate::{Aggregate, AggregateHandle, Settings};
-use crate::metrics::Metrics;
+use crate::aggregate::{Aggregate, Settings};
+use crate::metrics::{Exposition, ModelMetrics};
+use crate::snapshot::SnapshotReader;
 use crate::xds::ads::{AdsServer, Limits};
+use crate::xds::metrics::XdsMetrics;
 
 mod accept;
 mod grpc;
@@ -64,12 +66,12 @@ pub struct Running {
     pub http_addr: SocketAddr,
     /// Where metrics listen.
     pub monitoring_addr: SocketAddr,
-    /// The aggregate's published state.
-    pub aggregate: AggregateHandle,
+    /// The published model: snapshot, readiness, source statuses.
+    pub model: SnapshotReader,
     /// The ADS server (connections, config dumps).
     pub ads: AdsServer,
-    /// The metrics.
-    pub metrics: Arc<Metrics>,
+    /// Every metric, as `/metrics` serves them.
+    pub metrics: Arc<Exposition>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
 }
@@ -110,15 +112,20 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         bound.push(addr);
     }
     let shutdown = CancellationToken::new();
-    let metrics = Arc::new(Metrics::new());
-    let mut aggregate = Aggregate::new(config.registries, config.settings, metrics.clone());
+    // One Prometheus registry for both sides; each registers its own metrics, so the model's
+    // side never names an xDS type.
+    let mut registry = prometheus_client::registry::Registry::default();
+    let xds_metrics = Arc::new(XdsMetrics::new(&mut registry));
+    let model_metrics = Arc::new(ModelMetrics::new(&mut registry));
+    let metrics = Arc::new(Exposition::new(registry));
+    let mut aggregate = Aggregate::new(config.registries, config.settings, model_metrics);
     for source in config.config_sources {
         aggregate.add_config_source(source);
     }
-    let aggregate = aggregate.start(shutdown.clone());
+    let model = aggregate.start(shutdown.clone());
     let ads = AdsServer::new(
-        aggregate.clone(),
-        metrics.clone(),
+        model.clone(),
+        xds_metrics,
         &config.domain,
         &config.system_ca_file,
         &config.limits,
@@ -134,7 +141,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         shutdown.clone(),
     ));
     let debug = crate::debug::router(
-        aggregate.clone(),
+        model.clone(),
         ads.clone(),
         config.ready_requires_healthy,
         config.debug_token,
@@ -162,7 +169,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         grpc_addr: bound[0],
         http_addr: bound[1],
         monitoring_addr: bound[2],
-        aggregate,
+        model,
         ads,
         metrics,
         shutdown,

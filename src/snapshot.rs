@@ -1,12 +1,14 @@
 //! The model snapshot: everything every registry says, merged, validated and immutable.
 //!
 //! The aggregate is the only writer: it builds a [`Snapshot`], checks it with
-//! [`Snapshot::validate`] and publishes it through an `ArcSwap`. Everyone else (the xDS
-//! generator, the debug pages) reads the current `Arc<Snapshot>` without locking. The model
-//! knows nothing of xDS.
+//! [`Snapshot::validate`] and publishes it with the one [`Publisher`]. Everyone else (the xDS
+//! server, the debug pages) holds a [`SnapshotReader`] and reads the current `Arc<Snapshot>`
+//! without locking (see [`published`]). The model knows nothing of xDS.
 
 mod config;
+mod publish;
 pub mod rules;
+mod status;
 mod visibility;
 
 use std::collections::{BTreeMap, HashSet};
@@ -17,6 +19,8 @@ use serde::Serialize;
 use wayfinder_registry::{Endpoint, Registration, RegistryId, Resolution, Service, ServiceKey};
 
 pub use config::TrafficConfig;
+pub use publish::{Publisher, SnapshotReader, SourceStatuses, published};
+pub use status::{ConfigSourceStatus, ErrorRecord, Health, RegistryStatus};
 pub use visibility::Visible;
 
 /// An immutable view of every service, as of one moment.

@@ -11,6 +11,7 @@ pub mod consistency;
 mod fixtures;
 pub mod generate;
 pub mod json;
+pub mod metrics;
 pub mod names;
 pub mod pb;
 pub mod proxy;

@@ -26,7 +26,7 @@ use wayfinder_registry::config::{ConfigKey, ConfigObject};
 use wayfinder_registry::{Registration, RegistryError, RegistryId};
 
 use super::store::{Change, ChangeKind};
-use crate::metrics::{Metrics, TypeLabel};
+use crate::metrics::{ModelMetrics, TypeLabel};
 use crate::snapshot::Snapshot;
 use std::sync::Arc;
 
@@ -86,7 +86,7 @@ impl Handler for LogHandler {
 }
 
 /// Counts changes (`pilot_inbound_updates`) and errors per registry.
-pub struct MetricsHandler(pub Arc<Metrics>);
+pub struct MetricsHandler(pub Arc<ModelMetrics>);
 
 impl Handler for MetricsHandler {
     fn on_change(
@@ -131,7 +131,7 @@ impl Handler for MetricsHandler {
         }
         self.0
             .registry_errors
-            .get_or_create(&Metrics::registry_label(registry.as_str()))
+            .get_or_create(&ModelMetrics::registry_label(registry.as_str()))
             .inc();
     }
 }

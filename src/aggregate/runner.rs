@@ -3,27 +3,23 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wayfinder_registry::RegistryError;
 
 use super::build::{Dirty, Model};
 use super::source::SourceState;
-use super::{
-    ConfigSourceStatus, Handler, Health, Input, Origin, RegistryStatus, Settings, Shared, debounce,
-};
-use crate::metrics::Metrics;
-use crate::snapshot::Snapshot;
+use super::{Handler, Input, Origin, Settings, debounce};
+use crate::metrics::ModelMetrics;
+use crate::snapshot::{Health, Publisher, Snapshot, SourceStatuses};
 
 pub(super) struct Runner {
     pub(super) model: Model,
     pub(super) handlers: Vec<Box<dyn Handler>>,
     pub(super) settings: Settings,
-    pub(super) metrics: Arc<Metrics>,
-    pub(super) shared: Arc<Shared>,
-    pub(super) versions_tx: watch::Sender<u64>,
-    pub(super) ready_tx: watch::Sender<bool>,
+    pub(super) metrics: Arc<ModelMetrics>,
+    pub(super) publisher: Publisher,
     pub(super) batch: debounce::Batch,
     pub(super) dirty: Dirty,
 }
@@ -50,7 +46,7 @@ impl Runner {
     }
 
     fn is_ready(&self) -> bool {
-        *self.ready_tx.borrow()
+        self.publisher.is_ready()
     }
 
     fn input(&mut self, input: Input) {
@@ -164,9 +160,9 @@ impl Runner {
     fn become_ready(&mut self) {
         self.batch.clear();
         self.publish();
-        self.ready_tx.send_replace(true);
+        self.publisher.set_ready();
         tracing::info!(
-            version = self.versions_tx.borrow().to_owned(),
+            version = self.publisher.current().version,
             "sources synced; serving"
         );
     }
@@ -174,7 +170,7 @@ impl Runner {
     /// Merges what changed, validates, and publishes.
     fn publish(&mut self) {
         let started = std::time::Instant::now();
-        let current = self.shared.snapshot.load_full();
+        let current = self.publisher.current();
         let snapshot = self.model.build(&current, &self.dirty);
         if let Err(err) = snapshot.validate() {
             self.metrics.snapshots_rejected.inc();
@@ -184,8 +180,7 @@ impl Runner {
         self.dirty.clear();
         self.record_snapshot(&snapshot, started);
         let snapshot = Arc::new(snapshot);
-        self.shared.snapshot.store(snapshot.clone());
-        self.versions_tx.send_replace(snapshot.version);
+        self.publisher.publish(snapshot.clone());
         self.handlers
             .iter_mut()
             .for_each(|h| h.on_snapshot(&snapshot));
@@ -204,21 +199,21 @@ impl Runner {
     }
 
     pub(super) fn publish_status(&self) {
-        let registries: Vec<RegistryStatus> = self
+        let registries: Vec<_> = self
             .model
             .stores
             .iter()
-            .map(|s| RegistryStatus::new(&s.state, s.services.len(), s.endpoints))
+            .map(|s| s.state.registry_status(s.services.len(), s.endpoints))
             .collect();
-        let configs: Vec<ConfigSourceStatus> = self
+        let config_sources = self
             .model
             .config_stores
             .iter()
-            .map(|s| ConfigSourceStatus::new(&s.state, s.objects.len(), s.refused()))
+            .map(|s| s.state.config_status(s.objects.len(), s.refused()))
             .collect();
         let m = &self.metrics;
         for st in &registries {
-            let label = Metrics::registry_label(st.registry.as_str());
+            let label = ModelMetrics::registry_label(st.registry.as_str());
             m.registry_synced
                 .get_or_create(&label)
                 .set(i64::from(st.synced));
@@ -229,8 +224,10 @@ impl Runner {
                 .get_or_create(&label)
                 .set(i64::try_from(st.services).unwrap_or(i64::MAX));
         }
-        self.shared.registries.store(Arc::new(registries));
-        self.shared.config_sources.store(Arc::new(configs));
+        self.publisher.set_statuses(SourceStatuses {
+            registries,
+            config_sources,
+        });
     }
 }
 

@@ -1,41 +1,12 @@
 //! What the aggregate tracks about every source, registry or configuration source: whether it
 //! synced, whether its last item was good, and its last error.
 
-use std::time::SystemTime;
+use std::sync::Arc;
 
-use serde::Serialize;
+use wayfinder_registry::config::Refusal;
 use wayfinder_registry::{RegistryError, RegistryId};
 
-/// The state of a source's stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Health {
-    /// The last item was good.
-    Healthy,
-    /// The last item was an error (or a refused object); the last good state is still served.
-    Degraded,
-    /// The stream ended (or its adapter panicked); the last good state is still served.
-    Stopped,
-}
-
-/// An error with the time it was seen.
-#[derive(Clone, Debug, Serialize)]
-pub struct ErrorRecord {
-    /// Seconds since the Unix epoch.
-    pub at: f64,
-    /// The error.
-    pub error: RegistryError,
-}
-
-impl ErrorRecord {
-    fn now(error: RegistryError) -> Self {
-        let at = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or_default();
-        Self { at, error }
-    }
-}
+use crate::snapshot::{ConfigSourceStatus, ErrorRecord, Health, RegistryStatus};
 
 /// A source's stream state.
 pub(crate) struct SourceState {
@@ -75,6 +46,36 @@ impl SourceState {
         match refused.last() {
             Some(err) => self.fail(err.clone()),
             None => self.health = Health::Healthy,
+        }
+    }
+
+    /// The status readers see of a registry in this state.
+    pub(crate) fn registry_status(&self, services: usize, endpoints: usize) -> RegistryStatus {
+        RegistryStatus {
+            registry: self.id.clone(),
+            synced: self.synced,
+            health: self.health,
+            services,
+            endpoints,
+            events: self.events,
+            last_error: self.last_error.clone(),
+        }
+    }
+
+    /// The status readers see of a configuration source in this state.
+    pub(crate) fn config_status(
+        &self,
+        objects: usize,
+        refused: Arc<[Refusal]>,
+    ) -> ConfigSourceStatus {
+        ConfigSourceStatus {
+            source: self.id.clone(),
+            synced: self.synced,
+            health: self.health,
+            objects,
+            events: self.events,
+            last_error: self.last_error.clone(),
+            refused,
         }
     }
 }

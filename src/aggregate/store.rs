@@ -181,7 +181,7 @@ fn classify(old: Option<&Registration>, new: &Registration) -> Option<ChangeKind
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::Health;
+    use crate::snapshot::Health;
     use wayfinder_registry::{Endpoint, Protocol, Service};
 
     fn reg(host: &str, port: u16, ips: &[&str]) -> Registration {

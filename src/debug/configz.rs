@@ -95,8 +95,9 @@ pub(super) async fn configz(
     Query(q): Query<HashMap<String, String>>,
 ) -> Json<Value> {
     let page = Page::from_query(&q);
-    let snapshot = d.aggregate.snapshot();
-    let sources = d.aggregate.config_sources();
+    let snapshot = d.model.snapshot();
+    let statuses = d.model.statuses();
+    let sources = &statuses.config_sources;
     let matching = snapshot.config.objects.values().filter(|o| {
         page.matches(
             Some(o.kind().name()),

@@ -51,8 +51,9 @@ use self::outbox::Outbox;
 use self::protocol::Protocol;
 use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 
-use crate::aggregate::AggregateHandle;
-use crate::metrics::{Metrics, ReasonLabel};
+use crate::metrics::ReasonLabel;
+use crate::snapshot::SnapshotReader;
+use crate::xds::metrics::XdsMetrics;
 use crate::xds::proxy::Proxy;
 use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
 
@@ -66,8 +67,8 @@ pub struct AdsServer {
 }
 
 struct Inner {
-    aggregate: AggregateHandle,
-    metrics: Arc<Metrics>,
+    model: SnapshotReader,
+    metrics: Arc<XdsMetrics>,
     domain: Arc<str>,
     identifier: Arc<str>,
     current: ArcSwap<XdsSnapshot>,
@@ -147,29 +148,29 @@ fn read_limits(limits: &Limits, in_use: Gauge) -> ReadLimits {
 }
 
 impl AdsServer {
-    /// A server over the aggregate's snapshots. `domain` is the mesh domain (`--domain`),
+    /// A server over the published model snapshots. `domain` is the mesh domain (`--domain`),
     /// `system_ca` the trust store of upstream TLS without a CA (`--system-ca-file`).
     /// It follows new snapshots until `shutdown`. Of `limits`, the push throttle and the
     /// new-stream rate apply here; connection ages are the accept loop's (`server`).
     pub fn new(
-        aggregate: AggregateHandle,
-        metrics: Arc<Metrics>,
+        model: SnapshotReader,
+        metrics: Arc<XdsMetrics>,
         domain: &str,
         system_ca: &str,
         limits: &Limits,
         shutdown: CancellationToken,
     ) -> Self {
         // Subscribe before loading, so a snapshot published in between still wakes `follow`.
-        let model_versions = aggregate.versions();
-        let model = aggregate.snapshot();
-        let (tx, versions) = watch::channel(model.version);
+        let model_versions = model.versions();
+        let first = model.snapshot();
+        let (tx, versions) = watch::channel(first.version);
         let current =
-            ArcSwap::from_pointee(XdsSnapshot::new(model, domain).with_system_ca(system_ca));
+            ArcSwap::from_pointee(XdsSnapshot::new(first, domain).with_system_ca(system_ca));
         let read_limits = read_limits(limits, metrics.xds_request_budget.clone());
         let push_budget =
             PushBudget::new(limits.push_budget_bytes, metrics.xds_push_budget.clone());
         let inner = Arc::new(Inner {
-            aggregate: aggregate.clone(),
+            model: model.clone(),
             metrics,
             domain: domain.into(),
             identifier: format!("wayfinder-{}", env!("CARGO_PKG_VERSION")).into(),
@@ -186,7 +187,7 @@ impl AdsServer {
             push_send_timeout: limits.push_send_timeout,
         });
         tokio::spawn(follow(
-            aggregate,
+            model,
             model_versions,
             Arc::downgrade(&inner),
             tx,
@@ -283,12 +284,12 @@ impl AdsServer {
         }
     }
 
-    /// Waits until the aggregate is ready and the streams' snapshot has caught up with the
+    /// Waits until the model is ready and the streams' snapshot has caught up with the
     /// model it published then: a stream opened during start would otherwise be served the
     /// empty snapshot of before the registries' first state, then the whole mesh.
     async fn ready(&self) {
-        self.inner.aggregate.ready().await;
-        let published = self.inner.aggregate.snapshot().version;
+        self.inner.model.ready().await;
+        let published = self.inner.model.snapshot().version;
         let mut versions = self.inner.versions.clone();
         // An error means the server is stopping; the stream ends soon after.
         let _ = versions.wait_for(|v| *v >= published).await;
@@ -374,7 +375,7 @@ impl AdsServer {
             m.xds_rejects.inc();
             if let Some(t) = TypeUrl::parse(type_url) {
                 m.xds_type_rejects
-                    .get_or_create(&Metrics::type_label(t))
+                    .get_or_create(&XdsMetrics::type_label(t))
                     .inc();
             }
             tracing::warn!(proxy = %state.proxy(), %type_url, %nonce, error_detail = %message, "proxy rejected configuration (NACK)");
@@ -440,7 +441,7 @@ impl Drop for Registration<'_> {
 
 /// Wraps each newly published model snapshot for the streams and wakes them.
 async fn follow(
-    aggregate: AggregateHandle,
+    reader: SnapshotReader,
     mut versions: watch::Receiver<u64>,
     inner: std::sync::Weak<Inner>,
     tx: watch::Sender<u64>,
@@ -452,7 +453,7 @@ async fn follow(
             changed = versions.changed() => if changed.is_err() { return },
         }
         let Some(inner) = inner.upgrade() else { return };
-        let model = aggregate.snapshot();
+        let model = reader.snapshot();
         let version = model.version;
         let next = XdsSnapshot::next(model, &inner.domain, &inner.current.load());
         inner.current.store(Arc::new(next));

@@ -17,7 +17,7 @@ use super::limits::DELIVERY_WAIT;
 use super::protocol::Protocol;
 use super::wire::Outgoing;
 use super::{AdsServer, Push, Responses, unix_now};
-use crate::metrics::Metrics;
+use crate::xds::metrics::XdsMetrics;
 
 /// A stream's response queue and whether its client is keeping up.
 pub(super) struct Outbox {
@@ -78,7 +78,7 @@ impl AdsServer {
             let started = Instant::now();
             let (summary, encoded) = P::encode(response);
             let t = summary.type_url;
-            let label = Metrics::type_label(t);
+            let label = XdsMetrics::type_label(t);
             m.xds_pushes.get_or_create(&label).inc();
             m.xds_config_size
                 .get_or_create(&label)
