@@ -346,10 +346,7 @@ async fn eventually(
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    panic!(
-        "condition not reached; status is {:#?}",
-        registries(handle)
-    );
+    panic!("condition not reached; status is {:#?}", registries(handle));
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,7 +7,15 @@
 //!
 //! The special clusters (`BlackHoleCluster`, `PassthroughCluster`,
 //! `InboundPassthroughCluster`) are generated as clusters too, so they need no exception.
-//! Proxyless gRPC clients ask for their listeners by name, and are not covered here.
+//! Proxyless gRPC clients are checked the same way, from every listener they may ask for by a
+//! service's full name (`host:port`): its API listener's route configuration, that
+//! configuration's clusters, and their assignments.
+//!
+//! Debug builds run the check at generation time: each stream, before it sends listeners,
+//! checks what its proxy receives ([`debug_assert_consistent`]). On an inconsistency the
+//! stream's task panics with every problem in the server's log, and the proxy never gets the
+//! listeners, so every test that runs a debug server against a real client checks the
+//! configuration it serves. The golden tests run the check over every proxy of their meshes.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -76,6 +84,15 @@ pub fn check(snap: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
             let place = format!("listener {} filter {}", l.name, filter.name);
             references(filter, &place, &clusters, &mut route_names, &mut problems);
         }
+        // A proxyless gRPC client's listener: its connection manager is the API listener.
+        if let Some(any) = l.api_listener.and_then(|a| a.api_listener) {
+            let filter = Filter {
+                name: "api_listener".into(),
+                config_type: Some(ConfigType::TypedConfig(any)),
+            };
+            let place = format!("listener {} api_listener", l.name);
+            references(&filter, &place, &clusters, &mut route_names, &mut problems);
+        }
     }
 
     let routes = snap.resources(proxy, TypeUrl::Route, &route_names);
@@ -92,6 +109,21 @@ pub fn check(snap: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
         }
     }
     problems
+}
+
+/// In debug builds, checks what `proxy` receives from `snap` and panics, naming the proxy and
+/// every problem, if it is inconsistent. The ADS server calls it before a stream sends
+/// listeners. Release builds skip it: it decodes everything a proxy receives.
+pub fn debug_assert_consistent(snap: &XdsSnapshot, proxy: &Proxy) {
+    if cfg!(debug_assertions) {
+        let problems = check(snap, proxy);
+        assert!(
+            problems.is_empty(),
+            "inconsistent xDS configuration for {proxy} at model version {}:\n{}",
+            snap.model().version,
+            problems.join("\n")
+        );
+    }
 }
 
 /// The message inside a resource's `Any`.
@@ -173,7 +205,7 @@ fn route_clusters(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xds::fixtures::{DOMAIN, model, sidecar};
+    use crate::xds::fixtures::{DOMAIN, grpc_client, model, sidecar};
     use crate::xds::pb::hcm::Rds;
     use crate::xds::pb::protobuf::Any;
     use crate::xds::pb::route::route_action::ClusterSpecifier;
@@ -207,6 +239,41 @@ mod tests {
     fn the_fixture_mesh_is_consistent_for_a_sidecar() {
         let snap = XdsSnapshot::new(Arc::new(model(3)), DOMAIN);
         assert_eq!(check(&snap, &sidecar()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_fixture_mesh_is_consistent_for_a_proxyless_grpc_client() {
+        let snap = XdsSnapshot::new(Arc::new(model(3)), DOMAIN);
+        let client = grpc_client();
+        let listeners = snap.resources(&client, TypeUrl::Listener, &BTreeSet::new());
+        assert_eq!(listeners.len(), 3, "one API listener per service");
+        assert_eq!(check(&snap, &client), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_api_listeners_route_configuration_is_followed() {
+        let snap = XdsSnapshot::new(Arc::new(model(3)), DOMAIN);
+        let client = grpc_client();
+        // A gRPC client's listener carries its connection manager as the API listener; the
+        // check follows it to its RDS name as it follows a filter chain's.
+        let listener = snap
+            .resources(&client, TypeUrl::Listener, &BTreeSet::new())
+            .iter()
+            .next()
+            .map(|r| Listener::decode(&*value(r)).expect("a listener"))
+            .expect("a listener");
+        let api = listener
+            .api_listener
+            .and_then(|a| a.api_listener)
+            .expect("an API listener");
+        let filter = Filter {
+            name: "api_listener".into(),
+            config_type: Some(ConfigType::TypedConfig(api)),
+        };
+        let (mut routes, mut problems) = (BTreeSet::new(), Vec::new());
+        references(&filter, "l", &BTreeSet::new(), &mut routes, &mut problems);
+        assert_eq!(routes.len(), 1, "{routes:?}");
+        assert!(problems.is_empty(), "{problems:?}");
     }
 
     #[test]

@@ -385,11 +385,11 @@ fn upstream_tls_verifies_by_default() {
     check("upstream_tls", &out);
 }
 
-/// Every Envoy proxy of the golden meshes receives only references it can follow: each
-/// cluster a route or TCP proxy names, each EDS cluster's assignment, each route configuration
-/// a listener names (`xds::consistency`).
+/// Every proxy of the golden meshes, Envoy or proxyless gRPC, receives only references it can
+/// follow: each cluster a route or TCP proxy names, each EDS cluster's assignment, each route
+/// configuration a listener (or a gRPC client's API listener) names (`xds::consistency`).
 #[test]
-fn every_envoy_proxys_configuration_is_consistent() {
+fn every_proxys_configuration_is_consistent() {
     let proxies = [
         reviews_sidecar(),
         proxy("sidecar~10.2.0.9~web.prod~prod.svc.cluster.local", &[]),
@@ -400,6 +400,10 @@ fn every_envoy_proxys_configuration_is_consistent() {
         labelled(
             "sidecar~10.9.9.9~scoped-1.default~default.svc.cluster.local",
             ("app", "scoped"),
+        ),
+        proxy(
+            "grpc-client-1",
+            &[("GENERATOR", "grpc"), ("NAMESPACE", "default")],
         ),
     ];
     let upstream_tls = snapshot_with_config(

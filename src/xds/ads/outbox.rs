@@ -18,6 +18,7 @@ use super::protocol::Protocol;
 use super::wire::Outgoing;
 use super::{AdsServer, Push, Responses, unix_now};
 use crate::xds::metrics::XdsMetrics;
+use crate::xds::{TypeUrl, consistency};
 
 /// A stream's response queue and whether its client is keeping up.
 pub(super) struct Outbox {
@@ -78,6 +79,9 @@ impl AdsServer {
             let started = Instant::now();
             let (summary, encoded) = P::encode(response);
             let t = summary.type_url;
+            if cfg!(debug_assertions) && t == TypeUrl::Listener {
+                consistency::debug_assert_consistent(&self.current(), state.proxy());
+            }
             let label = XdsMetrics::type_label(t);
             m.xds_pushes.get_or_create(&label).inc();
             m.xds_config_size
