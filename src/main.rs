@@ -5,8 +5,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use wayfinder::aggregate::{Debounce, Settings};
+#[cfg(feature = "consul")]
+use wayfinder::cli::ConsulArgs;
 use wayfinder::cli::{
-    Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, RequestArgs, ValidateArgs,
+    Cli, Command, ConfigSourceKind, Discovery, LogArgs, RequestArgs, ValidateArgs,
 };
 use wayfinder::debug::DebugToken;
 use wayfinder::debug::trust::read_token_file;
@@ -58,7 +60,9 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         config_dirs: args.config_dir.clone(),
         max_file_bytes: args.max_file_bytes,
         domain: args.domain.clone(),
+        #[cfg(feature = "consul")]
         consul: consul_config(&args.consul, args.client_limits.max_registry_answer_bytes),
+        #[cfg(feature = "eureka")]
         eureka: wayfinder_eureka::Config {
             url: args.eureka.eureka_url.clone(),
             interval: args.eureka.eureka_interval,
@@ -66,18 +70,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
             max_answer_bytes: args.client_limits.max_registry_answer_bytes,
             ..wayfinder_eureka::Config::default()
         },
-        kubernetes: registries::Kubernetes {
-            clusters: args.kubernetes.clusters(),
-            settings: wayfinder_kubernetes::Config {
-                domain: args.domain.clone(),
-                namespace: args.kubernetes.app_namespace.clone(),
-                grace_period: args.kubernetes.cluster_grace_period,
-            },
-            config_source: args
-                .kubernetes
-                .config_source
-                .contains(&ConfigSourceKind::K8s),
-        },
+        kubernetes: kubernetes_config(&args)?,
     };
     let registries::Built {
         registries,
@@ -124,6 +117,41 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "kubernetes")]
+fn kubernetes_config(args: &Discovery) -> Result<registries::Kubernetes, registries::BuildError> {
+    Ok(registries::Kubernetes {
+        clusters: args.kubernetes.clusters(),
+        settings: wayfinder_kubernetes::Config {
+            domain: args.domain.clone(),
+            namespace: args.kubernetes.app_namespace.clone(),
+            grace_period: args.kubernetes.cluster_grace_period,
+        },
+        config_source: args
+            .kubernetes
+            .config_source
+            .contains(&ConfigSourceKind::K8s),
+    })
+}
+
+/// A build without Kubernetes: refuses its flags that were given on purpose, and says whether
+/// the config source is asked for, which `registries::build` refuses.
+#[cfg(not(feature = "kubernetes"))]
+fn kubernetes_config(args: &Discovery) -> Result<registries::Kubernetes, registries::BuildError> {
+    if let Some(flag) = args.kubernetes.needing_the_adapter() {
+        return Err(registries::BuildError::NotCompiled {
+            what: format!("the Kubernetes flag {flag}"),
+            feature: registries::Feature::Kubernetes,
+        });
+    }
+    Ok(registries::Kubernetes {
+        config_source: args
+            .kubernetes
+            .config_source
+            .contains(&ConfigSourceKind::K8s),
+    })
+}
+
+#[cfg(feature = "consul")]
 fn consul_config(args: &ConsulArgs, max_answer_bytes: usize) -> wayfinder_consul::Config {
     wayfinder_consul::Config {
         addr: args.consul_addr.clone(),
