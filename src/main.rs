@@ -17,7 +17,8 @@ use wayfinder::{registries, server};
 /// jemalloc, chosen by measurement (BENCHMARKS.md, "Allocators"): it gives memory back to the
 /// system when clients leave or configuration shrinks, where glibc's malloc kept what 500
 /// sidecars or a removed 75,000-object file had used. Build without default features for the
-/// system allocator (to profile with heaptrack), or with `mimalloc` to compare.
+/// system allocator (to profile with heaptrack; that leaves out the Kubernetes, Consul and
+/// Eureka registries too, unless their features are given), or with `mimalloc` to compare.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
