@@ -3,6 +3,14 @@
 //! Flags are kebab-case; pilot-discovery's camelCase spellings are accepted as aliases
 //! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--log_output_level`, `--log_as_json`), and the debounce
 //! settings also read Istio's `PILOT_DEBOUNCE_AFTER` / `PILOT_DEBOUNCE_MAX` environment variables.
+//!
+//! Every build has every flag, with the same defaults and help, so that scripts and
+//! environment variables (`CONSUL_HTTP_ADDR`, `CLUSTER_ID`) work with any build. A build
+//! without a registry's cargo feature refuses the registry itself (`--registries Consul`,
+//! `--config-source k8s`) with the feature's name (see [`crate::registries`]), and so the
+//! Kubernetes flags that have neither a default nor an environment variable (`--kubeconfig`,
+//! `--app-namespace`): they can only have been given on purpose. The others are read and
+//! unused, as a registry's flags are in any build when it is not in `--registries`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -188,7 +196,7 @@ pub struct ConsulArgs {
     pub consul_wait: Duration,
     /// Datacenters to read: empty for the agent's own, `*` for all, or `dc1,dc2`.
     #[arg(long = "consul-datacenters", default_value = "", value_parser = parse_datacenters)]
-    pub consul_datacenters: wayfinder_consul::Datacenters,
+    pub consul_datacenters: Datacenters,
     /// ACL token (needs `service:read` and `node:read`).
     #[arg(
         long = "consul-token",
@@ -215,7 +223,7 @@ pub struct ConsulArgs {
     pub consul_key_file: Option<PathBuf>,
     /// Hostname of a Consul service without a `wayfinder.io/hostname` meta; placeholders
     /// `{service}`, `{datacenter}`, `{namespace}`.
-    #[arg(long = "consul-hostname-template", default_value = wayfinder_consul::DEFAULT_TEMPLATE)]
+    #[arg(long = "consul-hostname-template", default_value = CONSUL_TEMPLATE)]
     pub consul_hostname_template: String,
     /// Send no traffic to instances whose worst check is `warning`.
     #[arg(long = "consul-warning-unhealthy")]
@@ -254,7 +262,7 @@ pub struct KubernetesArgs {
         long = "cluster-id",
         visible_alias = "clusterID",
         env = "CLUSTER_ID",
-        default_value = wayfinder_kubernetes::DEFAULT_CLUSTER_ID
+        default_value = CLUSTER_ID
     )]
     pub cluster_id: String,
     /// Watch only this namespace (Services, EndpointSlices, Pods, Istio objects).
@@ -304,6 +312,37 @@ impl Discovery {
     }
 }
 
+#[cfg(not(feature = "kubernetes"))]
+impl KubernetesArgs {
+    /// The first flag given that would need the Kubernetes adapter, which this build lacks:
+    /// one with neither a default nor an environment variable.
+    pub fn needing_the_adapter(&self) -> Option<&'static str> {
+        if !self.kubeconfig.is_empty() {
+            Some("--kubeconfig")
+        } else if self.app_namespace.is_some() {
+            Some("--app-namespace")
+        } else {
+            None
+        }
+    }
+}
+
+/// `--consul-datacenters` as the Consul registry reads it; text in a build without it.
+#[cfg(feature = "consul")]
+pub type Datacenters = wayfinder_consul::Datacenters;
+/// `--consul-datacenters` as the Consul registry reads it; text in a build without it.
+#[cfg(not(feature = "consul"))]
+pub type Datacenters = String;
+
+/// `--consul-hostname-template`'s default, the Consul crate's `DEFAULT_TEMPLATE`: spelled here
+/// so that a build without Consul has the same flag (a test checks that the two agree).
+const CONSUL_TEMPLATE: &str = "{service}.service.consul";
+
+/// `--cluster-id`'s default, the Kubernetes crate's `DEFAULT_CLUSTER_ID`, spelled here for the
+/// same reason as [`CONSUL_TEMPLATE`].
+const CLUSTER_ID: &str = "Kubernetes";
+
+#[cfg(feature = "kubernetes")]
 impl KubernetesArgs {
     /// The clusters the flags name, the primary first.
     pub fn clusters(&self) -> Vec<wayfinder_kubernetes::Cluster> {
@@ -406,8 +445,8 @@ fn parse_kubeconfig(s: &str) -> Result<(Option<String>, PathBuf), String> {
     }
 }
 
-fn parse_datacenters(s: &str) -> Result<wayfinder_consul::Datacenters, String> {
-    s.parse()
+fn parse_datacenters(s: &str) -> Result<Datacenters, String> {
+    s.parse::<Datacenters>().map_err(|e| e.to_string())
 }
 
 /// An absolute path: a proxy resolves a relative one against its own working directory.
@@ -459,6 +498,14 @@ mod tests {
     fn flags_are_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_spelled_here_are_the_adapters() {
+        #[cfg(feature = "consul")]
+        assert_eq!(CONSUL_TEMPLATE, wayfinder_consul::DEFAULT_TEMPLATE);
+        #[cfg(feature = "kubernetes")]
+        assert_eq!(CLUSTER_ID, wayfinder_kubernetes::DEFAULT_CLUSTER_ID);
     }
 
     #[test]

@@ -5,8 +5,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use wayfinder::aggregate::{Debounce, Settings};
+#[cfg(feature = "consul")]
+use wayfinder::cli::ConsulArgs;
 use wayfinder::cli::{
-    Cli, Command, ConfigSourceKind, ConsulArgs, Discovery, LogArgs, RequestArgs, ValidateArgs,
+    Cli, Command, ConfigSourceKind, Discovery, LogArgs, RequestArgs, ValidateArgs,
 };
 use wayfinder::debug::DebugToken;
 use wayfinder::debug::trust::read_token_file;
@@ -15,7 +17,8 @@ use wayfinder::{registries, server};
 /// jemalloc, chosen by measurement (BENCHMARKS.md, "Allocators"): it gives memory back to the
 /// system when clients leave or configuration shrinks, where glibc's malloc kept what 500
 /// sidecars or a removed 75,000-object file had used. Build without default features for the
-/// system allocator (to profile with heaptrack), or with `mimalloc` to compare.
+/// system allocator (to profile with heaptrack; that leaves out the Kubernetes, Consul and
+/// Eureka registries too, unless their features are given), or with `mimalloc` to compare.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -58,7 +61,9 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         config_dirs: args.config_dir.clone(),
         max_file_bytes: args.max_file_bytes,
         domain: args.domain.clone(),
+        #[cfg(feature = "consul")]
         consul: consul_config(&args.consul, args.client_limits.max_registry_answer_bytes),
+        #[cfg(feature = "eureka")]
         eureka: wayfinder_eureka::Config {
             url: args.eureka.eureka_url.clone(),
             interval: args.eureka.eureka_interval,
@@ -66,18 +71,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
             max_answer_bytes: args.client_limits.max_registry_answer_bytes,
             ..wayfinder_eureka::Config::default()
         },
-        kubernetes: registries::Kubernetes {
-            clusters: args.kubernetes.clusters(),
-            settings: wayfinder_kubernetes::Config {
-                domain: args.domain.clone(),
-                namespace: args.kubernetes.app_namespace.clone(),
-                grace_period: args.kubernetes.cluster_grace_period,
-            },
-            config_source: args
-                .kubernetes
-                .config_source
-                .contains(&ConfigSourceKind::K8s),
-        },
+        kubernetes: kubernetes_config(&args)?,
     };
     let registries::Built {
         registries,
@@ -124,6 +118,41 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "kubernetes")]
+fn kubernetes_config(args: &Discovery) -> Result<registries::Kubernetes, registries::BuildError> {
+    Ok(registries::Kubernetes {
+        clusters: args.kubernetes.clusters(),
+        settings: wayfinder_kubernetes::Config {
+            domain: args.domain.clone(),
+            namespace: args.kubernetes.app_namespace.clone(),
+            grace_period: args.kubernetes.cluster_grace_period,
+        },
+        config_source: args
+            .kubernetes
+            .config_source
+            .contains(&ConfigSourceKind::K8s),
+    })
+}
+
+/// A build without Kubernetes: refuses its flags that were given on purpose, and says whether
+/// the config source is asked for, which `registries::build` refuses.
+#[cfg(not(feature = "kubernetes"))]
+fn kubernetes_config(args: &Discovery) -> Result<registries::Kubernetes, registries::BuildError> {
+    if let Some(flag) = args.kubernetes.needing_the_adapter() {
+        return Err(registries::BuildError::NotCompiled {
+            what: format!("the Kubernetes flag {flag}"),
+            feature: registries::Feature::Kubernetes,
+        });
+    }
+    Ok(registries::Kubernetes {
+        config_source: args
+            .kubernetes
+            .config_source
+            .contains(&ConfigSourceKind::K8s),
+    })
+}
+
+#[cfg(feature = "consul")]
 fn consul_config(args: &ConsulArgs, max_answer_bytes: usize) -> wayfinder_consul::Config {
     wayfinder_consul::Config {
         addr: args.consul_addr.clone(),

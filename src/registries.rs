@@ -2,12 +2,19 @@
 //!
 //! The set of adapters is this one enum; adding an adapter means a variant, its name, and an
 //! arm in [`build`]. Names are matched case-insensitively, as pilot-discovery's `--registries`.
+//!
+//! The heavy adapters are cargo features of this crate (`kubernetes`, `consul`, `eureka`, all
+//! on by default). A build without one still knows its registry's name, so that the command
+//! line reads the same in every build, and [`build`] refuses it with
+//! [`BuildError::NotCompiled`], which names the feature to rebuild with.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+#[cfg(feature = "kubernetes")]
 use wayfinder_kubernetes::KubernetesRegistry;
+#[cfg(feature = "kubernetes")]
 use wayfinder_kubernetes::config_source::IstioConfig;
 use wayfinder_registry::config::ConfigSource;
 use wayfinder_registry::{Registry, RegistryId};
@@ -47,6 +54,58 @@ impl Kind {
             Kind::Eureka => "Eureka",
             Kind::Kubernetes => "Kubernetes",
         }
+    }
+
+    /// The cargo feature that compiles this registry in, if it has one.
+    pub fn feature(self) -> Option<Feature> {
+        match self {
+            Kind::Mock | Kind::File => None,
+            Kind::Consul => Some(Feature::Consul),
+            Kind::Eureka => Some(Feature::Eureka),
+            Kind::Kubernetes => Some(Feature::Kubernetes),
+        }
+    }
+
+    /// Whether this build can run this registry.
+    pub fn compiled(self) -> bool {
+        self.feature().is_none_or(Feature::enabled)
+    }
+}
+
+/// A cargo feature of this crate that compiles a registry adapter in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Feature {
+    /// `kubernetes`: the Kubernetes registry and config source (kube, k8s-openapi).
+    Kubernetes,
+    /// `consul`: the Consul registry.
+    Consul,
+    /// `eureka`: the Eureka registry.
+    Eureka,
+}
+
+impl Feature {
+    /// The feature's name in `Cargo.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Kubernetes => "kubernetes",
+            Feature::Consul => "consul",
+            Feature::Eureka => "eureka",
+        }
+    }
+
+    /// Whether this build has it.
+    pub fn enabled(self) -> bool {
+        match self {
+            Feature::Kubernetes => cfg!(feature = "kubernetes"),
+            Feature::Consul => cfg!(feature = "consul"),
+            Feature::Eureka => cfg!(feature = "eureka"),
+        }
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -90,20 +149,25 @@ pub struct Config {
     /// Mesh domain, for the demo's hostnames.
     pub domain: String,
     /// The Consul registry's settings (used when `kinds` has Consul).
+    #[cfg(feature = "consul")]
     pub consul: wayfinder_consul::Config,
     /// The Eureka registry's settings (used when `kinds` has Eureka).
+    #[cfg(feature = "eureka")]
     pub eureka: wayfinder_eureka::Config,
     /// The Kubernetes clusters and their settings (used when `kinds` has Kubernetes or the
     /// Kubernetes config source is on).
     pub kubernetes: Kubernetes,
 }
 
-/// What the Kubernetes registries and config source need.
+/// What the Kubernetes registries and config source need. Without the `kubernetes` feature,
+/// only whether the config source is asked for, so that it can be refused.
 #[derive(Clone, Debug, Default)]
 pub struct Kubernetes {
     /// The clusters, the primary (the config source's) first.
+    #[cfg(feature = "kubernetes")]
     pub clusters: Vec<wayfinder_kubernetes::Cluster>,
     /// Settings shared by every cluster.
+    #[cfg(feature = "kubernetes")]
     pub settings: wayfinder_kubernetes::Config,
     /// Read Istio's networking objects from the primary cluster (`--config-source k8s`).
     pub config_source: bool,
@@ -127,13 +191,24 @@ pub enum BuildError {
     /// `--config-dir` refused its paths.
     #[error("--config-dir: {0}")]
     ConfigDir(wayfinder_file::BuildError),
+    /// A registry or source this build leaves out was asked for.
+    #[error("{what} is not compiled into this build; rebuild with the cargo feature `{feature}`")]
+    NotCompiled {
+        /// What was asked for: `registry Consul`, `--config-source k8s`, a flag.
+        what: String,
+        /// The feature that compiles it in.
+        feature: Feature,
+    },
     /// The Consul flags are not usable.
+    #[cfg(feature = "consul")]
     #[error("{0}")]
     Consul(#[from] wayfinder_consul::BuildError),
     /// The Eureka flags are not usable.
+    #[cfg(feature = "eureka")]
     #[error("eureka: {0}")]
     Eureka(#[from] wayfinder_eureka::BuildError),
     /// A cluster's configuration is not usable.
+    #[cfg(feature = "kubernetes")]
     #[error("cluster {cluster}: {error}")]
     Kubernetes {
         /// The cluster id.
@@ -146,6 +221,16 @@ pub enum BuildError {
     DuplicateCluster(String),
 }
 
+impl BuildError {
+    /// Registry `kind` is not compiled into this build.
+    fn not_compiled(kind: Kind, feature: Feature) -> Self {
+        BuildError::NotCompiled {
+            what: format!("registry {kind}"),
+            feature,
+        }
+    }
+}
+
 /// Builds the registries and the configuration sources, in the order given.
 pub async fn build(config: &Config) -> Result<Built, BuildError> {
     let mut seen = Vec::new();
@@ -153,12 +238,24 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         if seen.contains(kind) {
             return Err(BuildError::Duplicate(*kind));
         }
+        // Before anything starts.
+        if let Some(feature) = kind.feature().filter(|f| !f.enabled()) {
+            return Err(BuildError::not_compiled(*kind, feature));
+        }
         seen.push(*kind);
     }
     if !config.file_paths.is_empty() && !seen.contains(&Kind::File) {
         return Err(BuildError::UnusedFilePaths);
     }
     let kube = &config.kubernetes;
+    #[cfg(not(feature = "kubernetes"))]
+    if kube.config_source {
+        return Err(BuildError::NotCompiled {
+            what: "the Kubernetes config source (--config-source k8s)".into(),
+            feature: Feature::Kubernetes,
+        });
+    }
+    #[cfg(feature = "kubernetes")]
     let kube_clients = if seen.contains(&Kind::Kubernetes) || kube.config_source {
         clients(kube).await?
     } else {
@@ -181,18 +278,21 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
                 };
                 registries.push(Box::new(file.build(RegistryId::new(Kind::File.name()))?));
             }
+            #[cfg(feature = "consul")]
             Kind::Consul => {
                 let consul = config.consul.clone();
                 registries.push(Box::new(
                     consul.build(RegistryId::new(Kind::Consul.name()))?,
                 ));
             }
+            #[cfg(feature = "eureka")]
             Kind::Eureka => {
                 let eureka = config.eureka.clone();
                 registries.push(Box::new(
                     eureka.build(RegistryId::new(Kind::Eureka.name()))?,
                 ));
             }
+            #[cfg(feature = "kubernetes")]
             Kind::Kubernetes => {
                 let several = kube.clusters.len() > 1;
                 for (cluster, client) in kube.clusters.iter().zip(kube_clients.iter().cloned()) {
@@ -208,10 +308,19 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
                     )));
                 }
             }
+            // Refused above already.
+            #[cfg(not(feature = "consul"))]
+            Kind::Consul => return Err(BuildError::not_compiled(*kind, Feature::Consul)),
+            #[cfg(not(feature = "eureka"))]
+            Kind::Eureka => return Err(BuildError::not_compiled(*kind, Feature::Eureka)),
+            #[cfg(not(feature = "kubernetes"))]
+            Kind::Kubernetes => return Err(BuildError::not_compiled(*kind, Feature::Kubernetes)),
         }
     }
+    #[cfg_attr(not(feature = "kubernetes"), allow(unused_mut))]
     let mut config_sources = config_dir_source(config)?;
     // The primary cluster's Istio objects (`--config-source k8s`).
+    #[cfg(feature = "kubernetes")]
     if let (true, Some(cluster), Some(client)) = (
         kube.config_source,
         kube.clusters.first(),
@@ -249,6 +358,7 @@ pub struct Built {
 }
 
 /// A client per cluster; refuses two clusters with one id.
+#[cfg(feature = "kubernetes")]
 async fn clients(kube: &Kubernetes) -> Result<Vec<wayfinder_kubernetes::Client>, BuildError> {
     let mut clients = Vec::new();
     for (i, cluster) in kube.clusters.iter().enumerate() {
@@ -301,5 +411,59 @@ mod tests {
         );
         assert_eq!("consul".parse::<Kind>(), Ok(Kind::Consul));
         assert_eq!("kubernetes".parse::<Kind>(), Ok(Kind::Kubernetes));
+    }
+
+    #[test]
+    fn each_heavy_registry_is_compiled_with_its_feature() {
+        assert!(Kind::Mock.compiled() && Kind::File.compiled());
+        assert_eq!(Kind::Consul.compiled(), cfg!(feature = "consul"));
+        assert_eq!(Kind::Eureka.compiled(), cfg!(feature = "eureka"));
+        assert_eq!(Kind::Kubernetes.compiled(), cfg!(feature = "kubernetes"));
+    }
+
+    /// Only in a build without some registry (`cargo test --no-default-features`).
+    #[cfg(not(all(feature = "kubernetes", feature = "consul", feature = "eureka")))]
+    #[tokio::test]
+    #[allow(
+        clippy::needless_update,
+        reason = "Kubernetes has more fields in a build with the Kubernetes registry"
+    )]
+    async fn a_registry_left_out_of_the_build_is_refused_before_anything_starts() {
+        let config = |kinds: Vec<Kind>, config_source: bool| Config {
+            kinds,
+            file_paths: Vec::new(),
+            config_dirs: Vec::new(),
+            max_file_bytes: wayfinder_file::DEFAULT_MAX_FILE_BYTES,
+            domain: "cluster.local".into(),
+            #[cfg(feature = "consul")]
+            consul: wayfinder_consul::Config::default(),
+            #[cfg(feature = "eureka")]
+            eureka: wayfinder_eureka::Config::default(),
+            kubernetes: Kubernetes {
+                config_source,
+                ..Kubernetes::default()
+            },
+        };
+        let refused = async |config: Config| match build(&config).await {
+            Ok(_) => panic!("{:?} should be refused", config.kinds),
+            Err(err) => err.to_string(),
+        };
+        for kind in Kind::ALL.into_iter().filter(|k| !k.compiled()) {
+            let feature = kind.feature().unwrap();
+            assert_eq!(
+                refused(config(vec![Kind::Mock, kind], false)).await,
+                format!(
+                    "registry {kind} is not compiled into this build; rebuild with the cargo \
+                     feature `{feature}`"
+                )
+            );
+        }
+        if !Kind::Kubernetes.compiled() {
+            assert_eq!(
+                refused(config(vec![Kind::Mock], true)).await,
+                "the Kubernetes config source (--config-source k8s) is not compiled into this \
+                 build; rebuild with the cargo feature `kubernetes`"
+            );
+        }
     }
 }

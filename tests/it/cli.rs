@@ -51,6 +51,76 @@ fn bad_registries_and_paths_are_refused_at_start_with_the_reason() {
     assert!(err.contains("\"soon\" is not a duration"), "{err}");
 }
 
+/// A registry whose cargo feature this build lacks is refused by name, with the feature to
+/// rebuild with, and so are the Kubernetes config source and the Kubernetes flags that can only
+/// have been given on purpose. Runs in `cargo test --no-default-features` (`scripts/test`).
+#[test]
+#[cfg(not(all(feature = "kubernetes", feature = "consul", feature = "eureka")))]
+fn registries_left_out_of_the_build_are_refused_naming_their_feature() {
+    let registries = [
+        ("Kubernetes", cfg!(feature = "kubernetes")),
+        ("Consul", cfg!(feature = "consul")),
+        ("Eureka", cfg!(feature = "eureka")),
+    ];
+    for (name, _) in registries.iter().filter(|(_, compiled)| !compiled) {
+        let err = refused(&["--registries", &format!("Mock,{name}")]);
+        let feature = name.to_lowercase();
+        let want = format!(
+            "registry {name} is not compiled into this build; rebuild with the cargo feature \
+             `{feature}`"
+        );
+        assert!(err.contains(&want), "{err}");
+    }
+    if !cfg!(feature = "kubernetes") {
+        let err = refused(&["--registries", "Kubernetes,Consul"]);
+        assert!(err.contains("registry Kubernetes is not compiled"), "{err}");
+        for (args, what) in [
+            (
+                ["--config-source", "k8s"],
+                "config source (--config-source k8s)",
+            ),
+            (["--kubeconfig", "east=/nonexistent"], "flag --kubeconfig"),
+            (["-a", "default"], "flag --app-namespace"),
+        ] {
+            let err = refused(&args);
+            let want = format!(
+                "{what} is not compiled into this build; rebuild with the cargo feature \
+                 `kubernetes`"
+            );
+            assert!(err.contains(&want), "{args:?}: {err}");
+        }
+    }
+}
+
+/// Every build has every flag, so that scripts and help read the same whichever registries
+/// it was built with.
+#[test]
+fn every_build_has_every_registry_flag() {
+    let out = Command::new(path())
+        .args(["discovery", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--registries",
+        "--consul-addr",
+        "--consul-datacenters",
+        "--consul-hostname-template",
+        "--eureka-url",
+        "--kubeconfig",
+        "--cluster-id",
+        "--config-source",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+    assert!(
+        help.contains("[default: {service}.service.consul]"),
+        "{help}"
+    );
+    assert!(help.contains("[default: Kubernetes]"), "{help}");
+}
+
 #[test]
 fn text_logs_name_each_bound_address_on_one_line() {
     let mut child = Command::new(path())

@@ -8,6 +8,7 @@ mod ads;
 mod clusters;
 mod config;
 mod outage;
+#[cfg(feature = "consul")]
 mod traffic;
 
 use wayfinder_kubernetes::fake::FakeApiServer;

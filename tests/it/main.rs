@@ -5,7 +5,8 @@
 //!   ADS clients against an in-process server fed by a memory registry.
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
-//! - `cli`: the binary's commands, flags, debug pages and refusals.
+//! - `cli`: the binary's commands, flags, debug pages and refusals (in a build without a
+//!   registry's cargo feature, that asking for it is refused naming the feature).
 //! - `debug_access`: the debug pages from a non-loopback address (a network namespace of
 //!   the test's own), with and without `--debug-token-file`'s token.
 //! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
@@ -20,7 +21,8 @@
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
-//! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back.
+//! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back
+//!   (jemalloc builds only: glibc's malloc keeps it, as measured).
 //! - `push_budget`: clients that stop reading hold at most the push budget, are closed after
 //!   `--push-send-timeout`, and a reading client still gets its configuration.
 //! - `logging`: client text in text and JSON logs, istiod's `--log_output_level` and
@@ -36,6 +38,10 @@
 //! - `kubernetes`: the Kubernetes registry and config source against the in-process API
 //!   server: EDS-only scaling, port changes, a hybrid Kubernetes + Consul mesh under grpcio
 //!   and Envoy, a 60 s outage with an expired resourceVersion, invalid objects from the API.
+//!
+//! `vm_registries` and `kubernetes` run the binary against their registries, so they are
+//! compiled only with those registries' cargo features (`consul`, `eureka`, `kubernetes`,
+//! all default); a build without them (`--no-default-features`) runs every other module.
 
 // A failed unwrap in a test is a test failure with its message and backtrace: what we want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -53,6 +59,7 @@ mod golden;
 mod grpc;
 mod grpc_routing;
 mod hardening;
+#[cfg(feature = "kubernetes")]
 mod kubernetes;
 mod limits;
 mod logging;
@@ -61,5 +68,6 @@ mod push_budget;
 mod support;
 mod tools;
 mod upstream_tls;
+#[cfg(all(feature = "consul", feature = "eureka"))]
 mod vm_registries;
 mod watched_files;

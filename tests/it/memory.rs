@@ -8,6 +8,7 @@ use wayfinder::xds::TypeUrl;
 
 use crate::support::ads::{Ads, names_of, sidecar};
 use crate::support::binary::Wayfinder;
+#[cfg(feature = "jemalloc")]
 use crate::support::eventually;
 use crate::support::fixtures::write;
 
@@ -15,6 +16,7 @@ use crate::support::fixtures::write;
 pub(crate) const SERVICES: usize = 1_000;
 const ENDPOINTS: usize = 10;
 /// Sidecars that connect at once, each taking every cluster and load assignment.
+#[cfg(feature = "jemalloc")]
 const SIDECARS: usize = 400;
 
 /// One File-registry file of `SERVICES` ServiceEntries with `ENDPOINTS` addresses each.
@@ -76,6 +78,10 @@ pub(crate) async fn connected(server: &Wayfinder) -> Option<u64> {
     server.metric("pilot_xds").await
 }
 
+// Only with jemalloc, the binary's default allocator: this test is what showed that glibc's
+// malloc (`--no-default-features`) keeps the memory (see the comment below), so that build
+// cannot pass it.
+#[cfg(feature = "jemalloc")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_returns_when_many_sidecars_leave() {
     let dir = mesh();
