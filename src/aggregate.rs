@@ -36,7 +36,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use wayfinder_registry::config::{ConfigEvent, ConfigSource, Refusal};
+use wayfinder_config::{ConfigEvent, ConfigSource, Refusal};
 use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
 
 pub use build::{snapshot_from, snapshot_with_config};

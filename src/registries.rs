@@ -7,9 +7,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use wayfinder_config::ConfigSource;
 use wayfinder_kubernetes::KubernetesRegistry;
 use wayfinder_kubernetes::config_source::IstioConfig;
-use wayfinder_registry::config::ConfigSource;
 use wayfinder_registry::{Registry, RegistryId};
 
 /// A registry kind, as named in `--registries`.

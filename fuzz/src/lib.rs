@@ -38,8 +38,8 @@ use wayfinder::aggregate::snapshot_with_config;
 use wayfinder::xds::XdsSnapshot;
 use wayfinder::xds::ads::Limits;
 use wayfinder::xds::ads::fuzz::{Variant, serve};
+use wayfinder_config::{ConfigEvent, ConfigObject};
 use wayfinder_file::Feed;
-use wayfinder_registry::config::{ConfigEvent, ConfigObject};
 use wayfinder_registry::{Event, RegistryError, RegistryId};
 
 mod records;

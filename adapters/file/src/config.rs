@@ -55,14 +55,13 @@ pub(crate) mod state;
 
 use std::path::PathBuf;
 
+use wayfinder_config::{ConfigSource, ConfigStream};
 use wayfinder_registry::CancellationToken;
-use wayfinder_registry::config::{ConfigSource, ConfigStream};
 
 #[cfg(doc)]
-use wayfinder_registry::{
-    RegistryError,
-    config::{ConfigEvent, validate},
-};
+use wayfinder_config::{ConfigEvent, validate};
+#[cfg(doc)]
+use wayfinder_registry::RegistryError;
 
 use crate::BuildError;
 use crate::reader::on_reader;

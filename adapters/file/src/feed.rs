@@ -19,7 +19,7 @@
 
 use std::path::PathBuf;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigObject, Refusal};
+use wayfinder_config::{ConfigEvent, ConfigObject, Refusal};
 use wayfinder_registry::{Event, RegistryError};
 
 use crate::config::VALIDATE;
@@ -55,7 +55,7 @@ impl Feed<Event> {
 
 impl Feed<ConfigEvent> {
     /// The config source's model: `VirtualService`, `DestinationRule`, `Gateway` and
-    /// `Sidecar` objects, validated with [`wayfinder_registry::config::validate::validate`];
+    /// `Sidecar` objects, validated with [`wayfinder_config::validate::validate`];
     /// a rejected object keeps its last good version.
     pub fn config() -> Self {
         Self::new(ConfigState::new(VALIDATE), tidy_config_event)

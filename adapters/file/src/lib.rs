@@ -10,7 +10,7 @@
 //!   The rest of these docs are about it.
 //! - **The config source** ([`config`], [`ConfigDir`]): `VirtualService`, `DestinationRule`,
 //!   `Gateway` and `Sidecar` objects from the same kind of paths, like Istio's
-//!   `pilot-discovery --configDir`, as a [`wayfinder_registry::config::ConfigSource`]. Each
+//!   `pilot-discovery --configDir`, as a [`wayfinder_config::ConfigSource`]. Each
 //!   object is validated on its own and keeps its last good version when an edit breaks it.
 //!   The server runs it and the File registry over the same directory; each skips the other's
 //!   kinds quietly.

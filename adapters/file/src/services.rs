@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use wayfinder_registry::config::FieldPath;
-use wayfinder_registry::config::validate::Problem;
+use wayfinder_config::FieldPath;
+use wayfinder_config::validate::Problem;
 use wayfinder_registry::{Event, RegistryError};
 
 use crate::convert::{self, Entry, ObjectError, Workload};

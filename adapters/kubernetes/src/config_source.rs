@@ -31,7 +31,7 @@
 //! # Validation and the last good version
 //!
 //! Each object is validated on its own as Istio validates it
-//! ([`wayfinder_registry::config::validate`]; for entries, the registry model's checks). A
+//! ([`wayfinder_config::validate`]; for entries, the registry model's checks). A
 //! rejected object is an error item ([`RegistryError::Invalid`], or
 //! [`RegistryError::Malformed`] when its spec does not even parse) whose origin names the
 //! object; it keeps the last good version it had (a `VirtualService`; a `ServiceEntry` keeps
@@ -70,12 +70,14 @@ mod watch;
 use std::fmt;
 use std::sync::Arc;
 
+use wayfinder_config::{ConfigSource, ConfigStream};
 use wayfinder_file::Feed;
-use wayfinder_registry::config::{ConfigSource, ConfigStream};
 use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
 
 #[cfg(doc)]
-use wayfinder_registry::{Event, RegistryError, config::ConfigEvent};
+use wayfinder_config::ConfigEvent;
+#[cfg(doc)]
+use wayfinder_registry::{Event, RegistryError};
 
 /// Istio's networking objects from one cluster's API server; see the module docs.
 #[derive(Clone)]

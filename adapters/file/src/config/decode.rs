@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
+use wayfinder_config::validate::{self, Problem};
+use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec, FieldPath, Kind, Refusal};
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::validate::{self, Problem};
-use wayfinder_registry::config::{ConfigMeta, ConfigObject, ConfigSpec, FieldPath, Kind, Refusal};
 
 use crate::documents::{self, Decode, Head, Origin, TypeMeta};
 use crate::fields;

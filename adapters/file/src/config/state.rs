@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::sync::Arc;
 
+use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, Refusal};
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, Refusal};
 
 use super::decode::{self, Item, Judged, Validator};
 use crate::documents::Origin;

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use wayfinder_config::validate::Problem;
+use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSpec, Kind};
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::validate::Problem;
-use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSpec, Kind};
 
 use super::decode::{self, Item, Judged};
 use super::state::ConfigState;
@@ -131,7 +131,7 @@ fn a_rejection_names_the_object_and_lists_every_fatal_problem() {
         line: 9,
     };
     let object = ConfigObject {
-        meta: wayfinder_registry::config::ConfigMeta {
+        meta: wayfinder_config::ConfigMeta {
             name: "reviews".into(),
             namespace: "default".into(),
             labels: [("broken".to_string(), String::new())].into(),

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigObject, ConfigSpec};
+use wayfinder_config::{ConfigEvent, ConfigObject, ConfigSpec};
 use wayfinder_registry::{Event, RegistryError};
 
 use super::Feed;

@@ -1,4 +1,5 @@
-//! Istio traffic configuration, and the contract of the sources that provide it.
+//! Istio's configuration in wayfinder: the traffic kinds, their validation, and the contract
+//! of the sources that provide them.
 //!
 //! The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and `v1alpha3` share
 //! one schema) for the kinds that shape what proxies are served: [`VirtualService`],
@@ -9,9 +10,14 @@
 //! read but [`validate`] says are not supported yet), one nobody defines (a typo) rejects its
 //! object. `wayfinder_file::documents` is that reader for files and for the Kubernetes API.
 //!
-//! A [`ConfigSource`] (a watched directory, later the Kubernetes API) produces a stream of
-//! [`ConfigEvent`]s with the same contract as a registry's [`crate::Event`]s: the first item
+//! A [`ConfigSource`] (a watched directory, the Kubernetes API) produces a stream of
+//! [`ConfigEvent`]s with the same contract as a registry's [`Event`]s: the first item
 //! is a `Reset`, errors are items, a rejected object keeps its last good version.
+//!
+//! This crate depends on `wayfinder-registry` alone among wayfinder's crates (for
+//! [`RegistryError`], the cancellation token and Go-style durations), never on an adapter or
+//! the server: the config sources (the File adapter's `--config-dir`, the Kubernetes adapter's
+//! API source) and the server depend on it.
 
 mod common;
 mod destination_rule;
@@ -29,9 +35,10 @@ use std::sync::Arc;
 
 use futures::Stream;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
+use wayfinder_registry::{CancellationToken, RegistryError};
 
-use crate::RegistryError;
+#[cfg(doc)]
+use wayfinder_registry::Event;
 
 pub use common::{
     Destination, Duration, GRPC_STATUS_CODES, HeaderOperations, Headers, Opaque, Percent,
@@ -168,7 +175,7 @@ impl ConfigObject {
     }
 }
 
-/// What a configuration source reports. The contract is the one written on [`crate::Event`]:
+/// What a configuration source reports. The contract is the one written on [`Event`]:
 /// the first item is a `Reset` (which replaces everything the source said before), `Upsert`
 /// carries a whole object, errors are items, and a source that works again without a change
 /// sends `Recovered`. Sources send only objects that passed [`validate::validate`]; an object
