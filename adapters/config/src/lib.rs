@@ -8,7 +8,7 @@
 //! a reader reports each skipped field ([`istio_defines`] tells which): one that Istio's CRDs
 //! define is accepted with a warning that wayfinder does not act on it (as are fields the types
 //! read but [`validate`] says are not supported yet), one nobody defines (a typo) rejects its
-//! object. `wayfinder_file::documents` is that reader for files and for the Kubernetes API.
+//! object. [`documents`] is that reader, for files and for the Kubernetes API.
 //!
 //! A [`ConfigSource`] (a watched directory, the Kubernetes API) produces a stream of
 //! [`ConfigEvent`]s with the same contract as a registry's [`Event`]s: the first item
@@ -19,13 +19,27 @@
 //! the server: the config sources (the File adapter's `--config-dir`, the Kubernetes adapter's
 //! API source) and the server depend on it.
 
+pub mod check;
+pub mod documents;
+pub mod feed;
+pub mod model;
+pub mod validate;
+
 mod common;
+mod convert;
 mod destination_rule;
+mod fields;
 mod fit;
 mod gateway;
+mod health;
+mod istio;
 mod istio_fields;
+mod keep;
+mod objects;
+mod security;
+mod services;
 mod sidecar;
-pub mod validate;
+mod view;
 mod virtual_service;
 
 use std::collections::BTreeMap;
@@ -45,6 +59,7 @@ pub use common::{
     PortSelector, StringMatch, WorkloadSelector,
 };
 pub use destination_rule::*;
+pub use feed::Feed;
 pub use gateway::*;
 pub use istio_fields::{FieldPath, Step, istio_defines};
 pub use sidecar::*;
