@@ -65,8 +65,8 @@ impl Services {
 impl Model for Services {
     type Event = Event;
 
-    /// Each document on its own: an object refused keeps its last good version (see
-    /// [`crate::keep`]), the others take effect.
+    /// Each document on its own: an object refused keeps the last good version it had in
+    /// the file (see `keep`), the others take effect.
     fn apply(&mut self, file: &FileKey, bytes: Option<&[u8]>) -> Vec<RegistryError> {
         let Some(bytes) = bytes else {
             self.files.remove(file);
