@@ -35,7 +35,7 @@ use std::time::Duration;
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use wayfinder_registry::config::{ConfigEvent, ConfigSource};
+use wayfinder_config::{ConfigEvent, ConfigSource};
 use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
 
 pub use build::{snapshot_from, snapshot_with_config};

@@ -12,11 +12,11 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use wayfinder_config::ConfigSource;
 #[cfg(feature = "kubernetes")]
 use wayfinder_kubernetes::KubernetesRegistry;
 #[cfg(feature = "kubernetes")]
 use wayfinder_kubernetes::config_source::IstioConfig;
-use wayfinder_registry::config::ConfigSource;
 use wayfinder_registry::{Registry, RegistryId};
 
 /// A registry kind, as named in `--registries`.

@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use wayfinder_config::ConfigSource;
 use wayfinder_registry::Registry;
-use wayfinder_registry::config::ConfigSource;
 
 use crate::aggregate::{Aggregate, Settings};
 use crate::metrics::{Exposition, ModelMetrics};

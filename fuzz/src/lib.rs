@@ -5,7 +5,7 @@
 //!
 //! | Target | Input | Through |
 //! |---|---|---|
-//! | [`config`] | files (YAML or JSON), separated by a line `%%` | [`wayfinder_file::Feed`]: the File registry's and the config source's parsing, validation and models; [`wayfinder_file::check()`] (`wayfinder validate`) |
+//! | [`config`] | files (YAML or JSON), separated by a line `%%` | [`wayfinder_config::Feed`]: the File registry's and the config source's parsing, validation and models; [`wayfinder_file::check()`] (`wayfinder validate`) |
 //! | [`consul`] | HTTP answers ([`records`]) | `wayfinder_consul::fuzz::replay`: answer reading, the supervisor's state, the mapping |
 //! | [`eureka`] | HTTP answers ([`records`]) | `wayfinder_eureka::fuzz::replay`: answer reading, the mirror and its deltas, the mapping |
 //! | [`ads`] | two control bytes, then a gRPC request body | `wayfinder::xds::ads::fuzz::serve`: request framing, limits and budget, node, state machines |
@@ -38,8 +38,7 @@ use wayfinder::aggregate::snapshot_with_config;
 use wayfinder::xds::XdsSnapshot;
 use wayfinder::xds::ads::Limits;
 use wayfinder::xds::ads::fuzz::{Variant, serve};
-use wayfinder_file::Feed;
-use wayfinder_registry::config::{ConfigEvent, ConfigObject};
+use wayfinder_config::{ConfigEvent, ConfigObject, Feed};
 use wayfinder_registry::{Event, RegistryError, RegistryId};
 
 mod records;

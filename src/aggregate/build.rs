@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigObject};
+use wayfinder_config::{ConfigEvent, ConfigObject};
 use wayfinder_registry::{Event, Registration, RegistryId, ServiceKey};
 
 use super::config_store::ConfigStore;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, Refusal, validate};
+use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, Refusal, validate};
 use wayfinder_registry::{RegistryError, RegistryId};
 
 use super::source::SourceState;
@@ -161,7 +161,7 @@ fn check(object: &ConfigObject) -> Result<(), RegistryError> {
 
 #[cfg(test)]
 mod tests {
-    use wayfinder_registry::config::{ConfigMeta, ConfigSpec, DestinationRule};
+    use wayfinder_config::{ConfigMeta, ConfigSpec, DestinationRule};
 
     use super::*;
 

@@ -22,7 +22,7 @@
 //! - Handlers must return quickly: they run on the task that applies every registry's events.
 //!   Slow work belongs on another task fed by a channel.
 
-use wayfinder_registry::config::{ConfigKey, ConfigObject};
+use wayfinder_config::{ConfigKey, ConfigObject};
 use wayfinder_registry::{Registration, RegistryError, RegistryId};
 
 use super::store::{Change, ChangeKind};

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use wayfinder_registry::config::Refusal;
+use wayfinder_config::Refusal;
 use wayfinder_registry::{RegistryError, RegistryId};
 
 use crate::snapshot::{ConfigSourceStatus, ErrorRecord, Health, RegistryStatus};

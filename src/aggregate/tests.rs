@@ -4,10 +4,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec, ConfigStream, DestinationRule};
 use wayfinder_memory::{MemoryHandle, MemoryRegistry};
-use wayfinder_registry::config::{
-    ConfigMeta, ConfigObject, ConfigSpec, ConfigStream, DestinationRule,
-};
 use wayfinder_registry::{
     CancellationToken, Endpoint, EventStream, Protocol, Registration, Registry, RegistryError,
     RegistryId, Service, ServiceKey,

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::{Query, State};
 use serde_json::{Value, json};
-use wayfinder_registry::config::{ConfigObject, Refusal};
+use wayfinder_config::{ConfigObject, Refusal};
 
 use super::Debug;
 

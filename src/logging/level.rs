@@ -32,6 +32,9 @@ pub const SCOPES: &[(&str, &[&str])] = &[
         &[
             "wayfinder::registries",
             "wayfinder_file",
+            // The models the File registry and the config sources drive (what they keep and
+            // skip): in wayfinder_file, and under this scope, until they moved.
+            "wayfinder_config",
             "wayfinder_consul",
             "wayfinder_eureka",
             "wayfinder_kubernetes",
@@ -39,7 +42,7 @@ pub const SCOPES: &[(&str, &[&str])] = &[
         ],
     ),
     // ServiceEntry and WorkloadEntry files.
-    ("serviceentry", &["wayfinder_file"]),
+    ("serviceentry", &["wayfinder_file", "wayfinder_config"]),
     // The Kubernetes registry and its client.
     (
         "kube",
@@ -236,9 +239,9 @@ mod tests {
         // A later scope naming the same target wins, as a later flag does in istiod.
         assert_eq!(
             filter("serviceregistry:warn,kube:debug"),
-            "info,wayfinder::registries=warn,wayfinder_file=warn,wayfinder_consul=warn,\
-             wayfinder_eureka=warn,wayfinder_memory=warn,wayfinder_kubernetes=debug,\
-             kube_client=debug,kube_runtime=debug"
+            "info,wayfinder::registries=warn,wayfinder_file=warn,wayfinder_config=warn,\
+             wayfinder_consul=warn,wayfinder_eureka=warn,wayfinder_memory=warn,\
+             wayfinder_kubernetes=debug,kube_client=debug,kube_runtime=debug"
         );
         // `all` sets everything and ends the list.
         assert_eq!(filter("ads:debug,all:error,model:debug"), "error");

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
-use wayfinder_registry::config::{
+use wayfinder_config::{
     ConfigKey, ConfigMeta, ConfigObject, ConfigSpec, DestinationRule, Gateway, Kind, Sidecar,
     VirtualService,
 };

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use wayfinder_registry::config::{ConfigMeta, DestinationRule, Sidecar, VirtualService};
+use wayfinder_config::{ConfigMeta, DestinationRule, Sidecar, VirtualService};
 
 use super::TrafficConfig;
 

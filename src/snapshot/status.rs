@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
-use wayfinder_registry::config::Refusal;
+use wayfinder_config::Refusal;
 use wayfinder_registry::{RegistryError, RegistryId};
 
 /// The state of a source's stream.

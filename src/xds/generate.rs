@@ -33,8 +33,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, Kind, Sidecar};
 use wayfinder_registry::ServiceKey;
-use wayfinder_registry::config::{ConfigKey, ConfigMeta, DestinationRule, Kind, Sidecar};
 
 use crate::snapshot::rules::{egress_allows, registry_only};
 use crate::snapshot::{MergedService, Snapshot, Visible};

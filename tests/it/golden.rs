@@ -14,8 +14,8 @@ use wayfinder::xds::pb::core::Node;
 use wayfinder::xds::pb::protobuf::Struct;
 use wayfinder::xds::proxy::string_value;
 use wayfinder::xds::{Proxy, TypeUrl, XdsSnapshot, json};
+use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec};
 use wayfinder_registry::RegistryId;
-use wayfinder_registry::config::{ConfigMeta, ConfigObject, ConfigSpec};
 
 use crate::support::fixtures::mesh;
 

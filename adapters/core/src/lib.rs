@@ -4,14 +4,14 @@
 //! [`Registry`]: an identity plus a stream of [`Event`]s. Start with [`Registry`] and
 //! [`Event`] for the protocol, then [`Service`] and [`Endpoint`] for the model every
 //! registry is mapped to. Adapters never see the aggregate, the snapshot or xDS: this crate
-//! is the whole of what they depend on.
+//! (and, for the sources of Istio's configuration, `wayfinder-config`, built on it) is the
+//! whole of what they depend on. It depends on no other wayfinder crate.
 //!
 //! With the `testkit` feature, the `testkit` module holds the conformance suite every adapter's tests
 //! run against their own registry.
 
 pub mod answer;
 pub mod backoff;
-pub mod config;
 pub mod duration;
 mod endpoint;
 mod error;

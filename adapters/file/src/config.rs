@@ -50,29 +50,21 @@
 //! works again and nothing changed, and the outstanding errors again after a change while a
 //! file stays broken. The stream ends promptly when the shutdown token is cancelled.
 
-pub(crate) mod decode;
-pub(crate) mod state;
-
 use std::path::PathBuf;
 
+use wayfinder_config::model::ConfigState;
+use wayfinder_config::{ConfigSource, ConfigStream, validate};
 use wayfinder_registry::CancellationToken;
-use wayfinder_registry::config::{ConfigSource, ConfigStream};
 
 #[cfg(doc)]
-use wayfinder_registry::{
-    RegistryError,
-    config::{ConfigEvent, validate},
-};
+use wayfinder_config::ConfigEvent;
+#[cfg(doc)]
+use wayfinder_registry::RegistryError;
 
 use crate::BuildError;
 use crate::reader::on_reader;
 use crate::runner::Runner;
 use crate::watch::Target;
-
-pub(crate) use self::decode::{Item, VALIDATE, read, unknown_kind};
-pub(crate) use self::state::{Located, compose};
-
-use self::state::ConfigState;
 
 /// The source's name.
 const NAME: &str = "config-dir";
@@ -116,11 +108,8 @@ impl ConfigSource for ConfigDir {
     /// shares (see `reader`: a large file neither holds a runtime worker nor spreads its
     /// memory over the allocator's per-thread arenas).
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream {
-        let model = ConfigState::new(VALIDATE);
+        let model = ConfigState::new(validate::validate);
         let runner = Runner::new(self.targets, self.max_file_bytes, shutdown.clone(), model);
         on_reader(NAME, runner.into_stream(), shutdown)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -10,22 +10,23 @@
 //!   The rest of these docs are about it.
 //! - **The config source** ([`config`], [`ConfigDir`]): `VirtualService`, `DestinationRule`,
 //!   `Gateway` and `Sidecar` objects from the same kind of paths, like Istio's
-//!   `pilot-discovery --configDir`, as a [`wayfinder_registry::config::ConfigSource`]. Each
+//!   `pilot-discovery --configDir`, as a [`wayfinder_config::ConfigSource`]. Each
 //!   object is validated on its own and keeps its last good version when an edit breaks it.
 //!   The server runs it and the File registry over the same directory; each skips the other's
 //!   kinds quietly.
 //! - **The offline check** ([`check()`], for `wayfinder validate PATH...`): every file read as
 //!   both of the above read it, and every problem (parse errors, rejected objects, duplicates,
-//!   warnings, unknown kinds) listed in a [`check::Report`] with its path, document and line.
+//!   warnings, unknown kinds) listed in a [`wayfinder_config::check::Report`] with its path,
+//!   document and line.
 //!
-//! Three modules are public for reuse by other readers of Istio configuration:
-//! [`documents`] (files into typed objects, with errors that carry the path, document number
-//! and line), [`watch`] (batches of changed files, robust to editors' save patterns) and
-//! [`feed`] (the registry's and the config source's models driven by named byte blobs, such as
-//! objects read from the Kubernetes API, with the same validation and health rules). Inside,
-//! the registry and the config source share one loop (`runner`: watch, read, keep the health
-//! of the stream true) and differ only in their model of what a file holds (`services` and
-//! `config`).
+//! This crate is about files: finding them, reading them safely ([`read`]) and watching them
+//! ([`watch`], batches of changed files, robust to editors' save patterns, public for reuse).
+//! What a file's bytes mean is `wayfinder-config`'s: the registry and the config source share
+//! one loop (`runner`: watch, read, keep the health of the stream true) and differ only in the
+//! model they drive ([`wayfinder_config::model`]: `Services` and `ConfigState`), the very
+//! models the Kubernetes adapter drives with objects from the API server; the check reads the
+//! files and hands their bytes to [`wayfinder_config::check::Checker`]. It depends on
+//! `wayfinder-registry` and `wayfinder-config`, never on another adapter.
 //!
 //! # Files
 //!
@@ -45,13 +46,10 @@
 //!
 //! # Mapping
 //!
-//! Each host of a `ServiceEntry` is one service in the entry's namespace (`default` when
-//! unset) with the entry's addresses, ports, resolution (`STATIC` is client-side load
-//! balancing, `NONE` passthrough), location, `exportTo`, `subjectAltNames` and metadata labels.
-//! Its endpoints are its inline `endpoints`, or the `WorkloadEntry` objects of the same
-//! namespace, in any watched file, whose `spec.labels` include its `workloadSelector.labels`,
-//! or, for `DNS` and `DNS_ROUND_ROBIN` entries with neither, the host itself. A port without a
-//! `protocol` takes it from its name's prefix (`http-web` is HTTP), else TCP.
+//! Objects are mapped to services as Istio maps them, by the model this registry shares with
+//! the Kubernetes adapter's entries ([`wayfinder_config::model::Services`], whose docs give the
+//! mapping): each host of a `ServiceEntry` is a service, with its inline endpoints or the
+//! `WorkloadEntry` objects, in any watched file, that its `workloadSelector` selects.
 //!
 //! # Errors and the last good state
 //!
@@ -80,35 +78,24 @@
 //! # One host in several entries
 //!
 //! When entries of this registry (in the same namespace) name the same host, they are merged
-//! into one registration. Entries are ranked by the order of the configured paths, then by
-//! file name within a directory, then by document order in a file. The first entry gives the
-//! service's attributes (resolution, addresses, location, labels, …); ports are the union by
-//! number, and when two entries disagree about a port number or name the first wins and the
-//! conflict is logged with both origins; endpoints are the union of all entries' endpoints.
+//! into one registration, ranked by the order of the configured paths, then by file name
+//! within a directory, then by document order in a file ([`wayfinder_config::model::Services`]
+//! gives the rule).
 
-pub mod check;
 pub mod config;
-pub mod documents;
-pub mod feed;
 pub mod read;
 pub mod watch;
 
-mod convert;
-mod fields;
-mod health;
-mod istio;
-mod keep;
+mod check;
 mod reader;
 mod runner;
-mod security;
-mod services;
-mod view;
 
 use std::fs;
 use std::io;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use wayfinder_config::model::Services;
 use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
 
 #[cfg(doc)]
@@ -116,12 +103,10 @@ use wayfinder_registry::{Event, RegistryError};
 
 pub use crate::check::check;
 pub use crate::config::ConfigDir;
-pub use crate::feed::Feed;
 pub use crate::read::DEFAULT_MAX_FILE_BYTES;
 
 use crate::reader::on_reader;
 use crate::runner::Runner;
-use crate::services::Services;
 use crate::watch::Target;
 
 /// Configuration of a file registry.

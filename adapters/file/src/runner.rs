@@ -2,43 +2,25 @@
 //! hands their bytes to a [`Model`] that keeps the last good state, and queues the model's
 //! events and errors so that the consumer's idea of the source's health stays true.
 //!
-//! The File registry ([`crate::services`]) and the config source ([`crate::config`]) differ
-//! only in their model: what a file holds, what of it survives an error, and what the events
-//! are. Watching, reading, precedence of files and the health rules (errors as items,
-//! `Recovered`, errors repeated after a change) are written once, here.
+//! The File registry ([`Services`]) and the config source ([`crate::config`], [`ConfigState`])
+//! differ only in their model, which `wayfinder-config` holds: what a file holds, what of it
+//! survives an error, and what the events are. Watching, reading, precedence of files and the
+//! health rules (errors as items, `Recovered`, errors repeated after a change) are written
+//! once, here.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use wayfinder_config::model::{FileKey, Health, Model};
 use wayfinder_registry::{CancellationToken, RegistryError};
 
-use crate::health::Health;
 use crate::read;
 use crate::watch::{Target, Watch, WatchEvent};
 
-/// Where a file stands in the precedence order: the index of the configured path that holds
-/// it, then its path (so files of one directory go in sorted order).
-pub(crate) type FileKey = (usize, PathBuf);
-
-/// The state a stream keeps over the watched files.
-pub(crate) trait Model: Send + 'static {
-    /// What the stream reports.
-    type Event: Send + 'static;
-
-    /// Takes a file's new bytes (`None`: the file is gone) and returns its errors. The model
-    /// decides what of the file's previous contents stays in force when there are errors.
-    fn apply(&mut self, file: &FileKey, bytes: Option<&[u8]>) -> Vec<RegistryError>;
-
-    /// Composes the state after a batch of [`Model::apply`] calls. Returns the events that
-    /// bring the consumer up to date (a `Reset` with everything when `first`), and every
-    /// failure of the composed state that no single file is to blame for, found afresh.
-    fn commit(&mut self, first: bool) -> (Vec<Self::Event>, Vec<RegistryError>);
-
-    /// The event that says the source works again and nothing changed.
-    fn recovered() -> Self::Event;
-}
+#[cfg(doc)]
+use wayfinder_config::model::{ConfigState, Services};
 
 /// The state behind a stream over watched files.
 pub(crate) struct Runner<M: Model> {

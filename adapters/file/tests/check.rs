@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::Path;
 
-use wayfinder_file::check::{Location, Report, ReportLine, Severity};
+use wayfinder_config::check::{Location, Report, ReportLine, Severity};
 
 const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews}\nspec:\n  hosts: [reviews]\n  http: [{route: [{destination: {host: reviews}}]}]\n";
 

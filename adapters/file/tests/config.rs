@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use wayfinder_file::{BuildError, ConfigDir};
-use wayfinder_registry::config::{
+use wayfinder_config::{
     ConfigEvent, ConfigKey, ConfigObject, ConfigSource, ConfigSpec, ConfigStream, Kind,
 };
+use wayfinder_file::{BuildError, ConfigDir};
 use wayfinder_registry::{CancellationToken, RegistryError};
 
 const DEADLINE: Duration = Duration::from_secs(10);

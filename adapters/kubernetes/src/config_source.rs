@@ -12,7 +12,7 @@
 //!   as `--config-dir` refuses them: wayfinder does not enforce them yet, and skipping them
 //!   would fail open.
 //! - [`IstioConfig::entries`]: `ServiceEntry` and `WorkloadEntry` as a [`Registry`], mapped as
-//!   the File registry maps them (`wayfinder_file`'s crate docs: hosts, resolution,
+//!   the File registry maps them ([`wayfinder_config::model::Services`]: hosts, resolution,
 //!   `workloadSelector` across objects, repeated hosts merged), whose stream follows the
 //!   contract on [`Event`].
 //!
@@ -21,8 +21,8 @@
 //! Each kind is watched (kube's `watcher`, list then watch, backoff 0.5 s to 10 s) in its
 //! group's `v1`, or `v1beta1` when the API server does not serve `v1` (Istio before 1.22). Objects are reduced to their type, name, namespace, labels, annotations, uid,
 //! resource version and spec (no `managedFields`, no `status`, no
-//! `kubectl.kubernetes.io/last-applied-configuration`) and handed to `wayfinder_file`'s
-//! [`Feed`]: the very models behind `--config-dir`, so an object means
+//! `kubectl.kubernetes.io/last-applied-configuration`) and handed to `wayfinder_config`'s
+//! [`Feed`]: the very models behind `--config-dir` and the File registry, so an object means
 //! here exactly what it means in a file. An object's origin in messages and on debug pages is
 //! `<cluster>: <API path>`, e.g.
 //! `Kubernetes: /apis/networking.istio.io/v1/namespaces/default/virtualservices/reviews`.
@@ -31,7 +31,7 @@
 //! # Validation and the last good version
 //!
 //! Each object is validated on its own as Istio validates it
-//! ([`wayfinder_registry::config::validate`]; for entries, the registry model's checks). A
+//! ([`wayfinder_config::validate`]; for entries, the registry model's checks). A
 //! rejected object is an error item ([`RegistryError::Invalid`], or
 //! [`RegistryError::Malformed`] when its spec does not even parse) whose origin names the
 //! object; it keeps the last good version it had (a `VirtualService`; a `ServiceEntry` keeps
@@ -70,12 +70,13 @@ mod watch;
 use std::fmt;
 use std::sync::Arc;
 
-use wayfinder_file::Feed;
-use wayfinder_registry::config::{ConfigSource, ConfigStream};
+use wayfinder_config::{ConfigSource, ConfigStream, Feed};
 use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
 
 #[cfg(doc)]
-use wayfinder_registry::{Event, RegistryError, config::ConfigEvent};
+use wayfinder_config::ConfigEvent;
+#[cfg(doc)]
+use wayfinder_registry::{Event, RegistryError};
 
 /// Istio's networking objects from one cluster's API server; see the module docs.
 #[derive(Clone)]

@@ -9,6 +9,10 @@
 //! cluster. With the `fake` feature, the `fake` module holds an in-process API server for
 //! tests.
 //!
+//! Besides kube, it depends on `wayfinder-registry` (the contract) and, for the config
+//! source, on `wayfinder-config` (Istio's kinds and the models that read and keep them),
+//! never on another adapter.
+//!
 //! # How it watches
 //!
 //! Four kube watchers (list, then watch from the list's `resourceVersion`, with bookmarks and

@@ -1,6 +1,6 @@
 //! Clusters for Envoy proxies: one per service port, plus Istio's catch-all clusters.
 
-use wayfinder_registry::config::{DestinationRule, Subset};
+use wayfinder_config::{DestinationRule, Subset};
 use wayfinder_registry::{Port, Protocol, Resolution};
 
 use super::endpoint;

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use wayfinder_registry::config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};
+use wayfinder_config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};
 
 use super::Ctx;
 use super::listener::{mesh_http_filters, network_filter, tcp_route, tls_inspector};

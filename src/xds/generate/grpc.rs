@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use wayfinder_registry::config::DestinationRule;
+use wayfinder_config::DestinationRule;
 
 use super::endpoint::{self, Include};
 use super::listener::router_filter;

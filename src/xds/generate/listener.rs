@@ -18,8 +18,8 @@ use crate::xds::pb::router::Router;
 use crate::xds::pb::tcp_proxy::{TcpProxy, tcp_proxy};
 use crate::xds::proxy::ListenSettings;
 use crate::xds::resource::{Resource, ResourceSet, insert};
+use wayfinder_config::RouteDestination;
 use wayfinder_registry::Protocol;
-use wayfinder_registry::config::RouteDestination;
 
 /// `virtualOutbound` on the capture port (original destination; unknown destinations pass
 /// through, traffic to the capture port itself is dropped to avoid loops), and per port:

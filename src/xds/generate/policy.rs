@@ -5,7 +5,7 @@
 //! subset's policy and the subset's port-level settings. Each layer replaces whole field
 //! groups (`loadBalancer`, `connectionPool`, `outlierDetection`, `tls`) of the one before.
 
-use wayfinder_registry::config::{
+use wayfinder_config::{
     ClientTlsSettings, ConnectionPoolSettings, ConsistentHash, DestinationRule,
     LoadBalancerSettings, OutlierDetection, SimpleLb, Subset, TrafficPolicy,
 };

@@ -5,7 +5,7 @@ pub(crate) mod http;
 
 use std::collections::{BTreeMap, HashSet};
 
-use wayfinder_registry::config::Destination;
+use wayfinder_config::Destination;
 
 use super::Ctx;
 use super::domains;

@@ -21,7 +21,7 @@
 
 use std::net::IpAddr;
 
-use wayfinder_registry::config::{ClientTlsMode, ClientTlsSettings};
+use wayfinder_config::{ClientTlsMode, ClientTlsSettings};
 
 use super::proto::any;
 use crate::xds::pb::core::{DataSource, TransportSocket, data_source, transport_socket};

@@ -1,5 +1,5 @@
 //! The stream of one source: every kind's watch merged, lists reconciled, objects fed to the
-//! file crate's model ([`Feed`]), rejections posted as Events.
+//! config crate's model ([`Feed`]), rejections posted as Events.
 //!
 //! The feed does what it does for files (validation, last good versions, events, health); this
 //! module only says which objects changed. A list (the first, or one after a failure or a
@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use kube::runtime::watcher::Event;
-use wayfinder_file::Feed;
+use wayfinder_config::Feed;
 use wayfinder_registry::{CancellationToken, RegistryError};
 
 use super::Target;

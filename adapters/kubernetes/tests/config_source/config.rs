@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use serde_json::json;
+use wayfinder_config::{ConfigEvent, Kind};
 use wayfinder_kubernetes::fake::FakeApiServer;
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::{ConfigEvent, Kind};
 
 use crate::support::{
     Items, config_source, config_source_in, destination_rule, events_about, eventually, key,

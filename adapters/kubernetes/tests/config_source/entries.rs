@@ -1,11 +1,12 @@
 //! ServiceEntry and WorkloadEntry objects read from the API give the registrations the same
-//! objects give in a file read by the File registry.
+//! objects give in a file read by the File registry's model.
 
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
+use wayfinder_config::model::{Model, Services};
 use wayfinder_kubernetes::fake::FakeApiServer;
-use wayfinder_registry::{CancellationToken, Event, Registration, Registry, RegistryId};
+use wayfinder_registry::{Event, Registration};
 
 use crate::support::{Items, entries};
 
@@ -40,35 +41,20 @@ fn workload_entry(name: &str, namespace: &str, address: &str) -> Value {
     })
 }
 
-/// The objects as a File registry reads them from one JSON file (a `kind: List`).
-async fn from_a_file(objects: &[Value]) -> Vec<Registration> {
-    let dir = std::env::temp_dir().join(format!(
-        "wayfinder-config-source-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path: PathBuf = dir.join("objects.json");
+/// The objects as the File registry reads them from one JSON file (a `kind: List`): the
+/// bytes the registry would read, given to the model it gives them to.
+fn from_a_file(objects: &[Value]) -> Vec<Registration> {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
-    std::fs::write(&path, list.to_string()).unwrap();
-    let config = wayfinder_file::Config {
-        paths: vec![path],
-        ..Default::default()
-    };
-    let registry = config.build(RegistryId::new("File")).unwrap();
-    let shutdown = CancellationToken::new();
-    let mut stream = Box::new(registry).watch(shutdown.clone());
-    let first = tokio::time::timeout(
-        crate::support::DEADLINE,
-        futures::StreamExt::next(&mut stream),
-    )
-    .await
-    .unwrap();
-    shutdown.cancel();
-    std::fs::remove_dir_all(&dir).unwrap();
-    match first {
-        Some(Ok(Event::Reset(registrations))) => registrations,
-        other => panic!("the File registry's first item: {other:?}"),
+    let mut model = Services::new(false);
+    let file = (0, PathBuf::from("/config/objects.json"));
+    let errors = model.apply(&file, Some(list.to_string().as_bytes()));
+    assert!(errors.is_empty(), "{errors:?}");
+    match model.commit(true) {
+        (events, errors) if errors.is_empty() => match <[Event; 1]>::try_from(events) {
+            Ok([Event::Reset(registrations)]) => registrations,
+            other => panic!("the model's first events: {other:?}"),
+        },
+        (_, errors) => panic!("the model's errors: {errors:?}"),
     }
 }
 
@@ -87,7 +73,7 @@ async fn entries_give_the_registrations_a_file_of_the_same_objects_gives() {
     }
     let mut items: Items<Event> = entries(fake.client());
     let registrations = items.reset().await;
-    assert_eq!(registrations, from_a_file(&objects).await);
+    assert_eq!(registrations, from_a_file(&objects));
     let [db] = registrations.as_slice() else {
         panic!("one service expected: {registrations:#?}");
     };
@@ -110,7 +96,7 @@ async fn entries_give_the_registrations_a_file_of_the_same_objects_gives() {
     assert_eq!(addresses, ["10.0.0.6"]);
     assert_eq!(
         db,
-        from_a_file(&[objects[0].clone(), objects[2].clone()]).await[0]
+        from_a_file(&[objects[0].clone(), objects[2].clone()])[0]
     );
     items.stop().await;
 }

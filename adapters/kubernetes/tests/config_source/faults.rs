@@ -1,9 +1,9 @@
 //! An API server that fails: the failure is an Unavailable item naming the watch, the last
 //! good state stays, and the source says `Recovered` (or what changed) when it answers again.
 
+use wayfinder_config::{ConfigEvent, Kind};
 use wayfinder_kubernetes::fake::{FakeApiServer, Fault};
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::{ConfigEvent, Kind};
 
 use crate::support::{
     CLUSTER, Items, client_without_retries, config_source, key, virtual_service, weight,

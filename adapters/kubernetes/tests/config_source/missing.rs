@@ -16,7 +16,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use wayfinder_registry::config::Kind;
+use wayfinder_config::Kind;
 
 use crate::support::{CLUSTER, config_source, entries, key, virtual_service};
 

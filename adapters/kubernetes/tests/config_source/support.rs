@@ -8,10 +8,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSource, ConfigSpec, Kind};
 use wayfinder_kubernetes::config_source::IstioConfig;
-use wayfinder_registry::config::{
-    ConfigEvent, ConfigKey, ConfigObject, ConfigSource, ConfigSpec, Kind,
-};
 use wayfinder_registry::{
     CancellationToken, Event, Registration, Registry, RegistryError, RegistryId,
 };

@@ -1,6 +1,6 @@
 //! The per-route pieces of VirtualService HTTP rules: fault injection, CORS, header changes.
 
-use wayfinder_registry::config::{
+use wayfinder_config::{
     CorsPolicy, FaultAbort, FaultDelay, GRPC_STATUS_CODES, Headers, HttpFaultInjection, Percent,
     StringMatch,
 };
@@ -109,7 +109,7 @@ pub(super) type HeaderOps = (
 );
 
 pub(super) fn header_ops(h: &Headers) -> HeaderOps {
-    let ops = |o: Option<&wayfinder_registry::config::HeaderOperations>| {
+    let ops = |o: Option<&wayfinder_config::HeaderOperations>| {
         let Some(o) = o else {
             return (Vec::new(), Vec::new());
         };

@@ -6,9 +6,7 @@
 
 use std::collections::HashMap;
 
-use wayfinder_registry::config::{
-    HeaderMatch, HttpMatchRequest, HttpRetry, HttpRoute, StringMatch,
-};
+use wayfinder_config::{HeaderMatch, HttpMatchRequest, HttpRetry, HttpRoute, StringMatch};
 
 use super::super::policy::duration;
 use super::super::proto::{any, bool_value, seconds, u32_value};

@@ -4,7 +4,7 @@
 
 use super::virtual_service::{check_destination, check_weights};
 use super::{Problems, check_duration, check_port, http_match, http_policy, regex};
-use crate::config::{HttpDirectResponse, HttpRedirect, HttpRewrite, HttpRoute};
+use crate::{HttpDirectResponse, HttpRedirect, HttpRewrite, HttpRoute};
 
 /// Envoy's `RedirectResponseCode`s; other codes cannot be expressed.
 const REDIRECT_CODES: [u32; 5] = [301, 302, 303, 307, 308];

@@ -5,13 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::validate::Problem;
-use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSpec, Kind};
 
 use super::decode::{self, Item, Judged};
 use super::state::ConfigState;
 use crate::documents::Origin;
-use crate::runner::{FileKey, Model};
+use crate::model::{FileKey, Model};
+use crate::validate::Problem;
+use crate::{ConfigEvent, ConfigKey, ConfigObject, ConfigSpec, Kind};
 
 fn problem(fatal: bool, field: &str, message: &str) -> Problem {
     Problem {
@@ -131,7 +131,7 @@ fn a_rejection_names_the_object_and_lists_every_fatal_problem() {
         line: 9,
     };
     let object = ConfigObject {
-        meta: wayfinder_registry::config::ConfigMeta {
+        meta: crate::ConfigMeta {
             name: "reviews".into(),
             namespace: "default".into(),
             labels: [("broken".to_string(), String::new())].into(),

@@ -1,8 +1,7 @@
-//! The health rules of this crate's streams: what is failing, and which items keep the
+//! The health rules of the streams the models feed: what is failing, and which items keep the
 //! consumer's idea of the source's health (it follows the last item) true.
 //!
-//! Used by [`crate::feed`]; `runner` applies the same rules to watched files with its own
-//! bookkeeping (its `settle`), which this can replace.
+//! Used by [`crate::feed`], and by the File adapter's loop over watched files.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +9,7 @@ use wayfinder_registry::RegistryError;
 
 /// What is failing, and whether the consumer sees the source as degraded.
 #[derive(Debug, Default)]
-pub(crate) struct Health {
+pub struct Health {
     /// Blobs that failed, and failures no blob is to blame for, by name.
     failing: BTreeMap<String, Vec<RegistryError>>,
     /// Failures of the composed state at the last commit.
@@ -21,7 +20,7 @@ pub(crate) struct Health {
 
 impl Health {
     /// Records the failures of `name`; none means it works.
-    pub(crate) fn set(&mut self, name: &str, errors: Vec<RegistryError>) {
+    pub fn set(&mut self, name: &str, errors: Vec<RegistryError>) {
         if errors.is_empty() {
             self.failing.remove(name);
         } else {
@@ -31,7 +30,7 @@ impl Health {
 
     /// Records the failures of the composed state, judged afresh at each commit, and returns
     /// those not reported at the last one.
-    pub(crate) fn compose(&mut self, composed: Vec<RegistryError>) -> Vec<RegistryError> {
+    pub fn compose(&mut self, composed: Vec<RegistryError>) -> Vec<RegistryError> {
         let new = composed
             .iter()
             .filter(|err| !self.composed.contains(err))
@@ -44,7 +43,7 @@ impl Health {
     /// The items for `events` and `errors`: the events, then the errors; or, without errors,
     /// `Recovered` when everything works again and nothing else would say so, and the errors
     /// still outstanding when a change would otherwise read as a recovery.
-    pub(crate) fn settle<E>(
+    pub fn settle<E>(
         &mut self,
         events: Vec<E>,
         errors: Vec<RegistryError>,

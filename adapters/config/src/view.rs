@@ -3,7 +3,7 @@
 //!
 //! Composition runs over all files at once because a `workloadSelector` in one file selects
 //! `WorkloadEntry` objects in any file. A host defined by several entries of the same
-//! namespace is merged into one registration (see the crate docs for the rule).
+//! namespace is merged into one registration (see [`crate::model::Services`] for the rule).
 
 use std::collections::btree_map::Entry as Slot;
 use std::collections::{BTreeMap, HashSet};
@@ -15,7 +15,7 @@ use wayfinder_registry::{
 use crate::convert::{Entry, ObjectError, Workload};
 use crate::documents::Origin;
 use crate::keep::ObjectId;
-use crate::runner::FileKey;
+use crate::model::FileKey;
 use crate::services::Mapped;
 
 /// The objects in force of one file, in document order.

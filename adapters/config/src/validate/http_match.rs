@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::names::check_gateway_ref;
 use super::virtual_service::check_source_conditions;
 use super::{Problems, check_port, key_path, regex};
-use crate::config::{HeaderMatch, HttpMatchRequest, StringMatch};
+use crate::{HeaderMatch, HttpMatchRequest, StringMatch};
 
 /// Pseudo-headers a match may name (HTTP/2's request pseudo-headers, as Istio allows).
 const PSEUDO_HEADERS: [&str; 5] = [":method", ":scheme", ":authority", ":path", ":status"];

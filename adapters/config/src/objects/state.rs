@@ -11,13 +11,13 @@ use std::collections::btree_map::Entry;
 use std::sync::Arc;
 
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::{ConfigEvent, ConfigKey, ConfigObject, Refusal};
 
 use super::decode::{self, Item, Judged, Validator};
 use crate::documents::Origin;
 use crate::keep::{self, ObjectId, Read};
-use crate::runner::{FileKey, Model};
+use crate::model::{FileKey, Model};
 use crate::security;
+use crate::{ConfigEvent, ConfigKey, ConfigObject, Refusal};
 
 /// An object in force, and where it was read.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,8 +67,12 @@ impl From<Duplicate> for RegistryError {
 /// The objects the consumer has been told of.
 pub(crate) type View = BTreeMap<ConfigKey, Arc<ConfigObject>>;
 
-/// The last good objects of every file, and what the consumer has been told.
-pub(crate) struct ConfigState {
+/// The config source's model: the last good objects of every file, and what the consumer
+/// has been told. Each object is judged on its own (decoded, its skipped fields judged
+/// against Istio's CRDs, checked by the validator); a refused one keeps the last good version
+/// it had in its file. Its events follow the contract on [`ConfigEvent`], with what is
+/// refused sent as [`ConfigEvent::Refused`] whenever that changes.
+pub struct ConfigState {
     validator: Validator,
     /// Objects in force, per file in precedence order, each in document order.
     files: BTreeMap<FileKey, Vec<Located>>,
@@ -80,7 +84,9 @@ pub(crate) struct ConfigState {
 }
 
 impl ConfigState {
-    pub(crate) fn new(validator: Validator) -> Self {
+    /// An empty model whose objects are checked by `validator` (the real sources:
+    /// [`crate::validate::validate`]).
+    pub fn new(validator: Validator) -> Self {
         Self {
             validator,
             files: BTreeMap::new(),

@@ -78,7 +78,7 @@ fn sidecar(sc: &mut Sidecar) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ConfigObject;
+    use crate::ConfigObject;
 
     /// A memory bound: every object is as large as its largest kind, and every HTTP rule as
     /// large as all its policies, so a variant or a policy unboxed again shows here (they

@@ -8,7 +8,7 @@ use super::names::{
     hosts_overlap, is_dns_label, is_ip, is_ip_or_cidr,
 };
 use super::{Problems, check_port, http};
-use crate::config::{Destination, RouteDestination, TlsRoute, VirtualService};
+use crate::{Destination, RouteDestination, TlsRoute, VirtualService};
 
 /// Checks a VirtualService in `namespace`.
 pub(super) fn check(vs: &VirtualService, namespace: &str, p: &mut Problems) {

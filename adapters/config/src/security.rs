@@ -8,8 +8,8 @@
 
 use wayfinder_registry::RegistryError;
 
-use crate::config::decode::Rejected;
 use crate::documents::{Head, Origin, TypeMeta};
+use crate::objects::Rejected;
 
 /// The API group of Istio's security policies.
 pub(crate) const GROUP: &str = "security.istio.io";

@@ -1,17 +1,18 @@
-//! This crate's two models driven by named byte blobs instead of watched files, for other
-//! readers of the same Istio objects (the Kubernetes API).
+//! The two models (the File registry's and the config source's, [`crate::model`]) driven by
+//! named byte blobs instead of watched files, for other readers of the same Istio objects
+//! (the Kubernetes API).
 //!
 //! A [`Feed`] holds either the File registry's model ([`Feed::entries`]: `ServiceEntry` and
 //! `WorkloadEntry` into registrations, selectors across objects, repeated hosts merged) or the
 //! config source's ([`Feed::config`]: `VirtualService`, `DestinationRule`, `Gateway` and
 //! `Sidecar`, each validated on its own and keeping its last good version). The caller hands it
-//! blobs by name with [`Feed::apply`], as the file stream hands it files, and asks for the
-//! stream items with [`Feed::commit`]. Everything the crate docs and [`crate::config`] say
-//! about files holds for blobs: a blob is read as a file is (JSON is YAML, so an API object's
-//! JSON is a one-document file), names order blobs as paths order files (earlier names win
-//! when entries merge a host), and the stream's health rules are the same (errors are items,
-//! `Recovered` when everything works again and nothing changed, the errors still outstanding
-//! again after a change).
+//! blobs by name with [`Feed::apply`], as the File adapter's stream hands it files, and asks
+//! for the stream items with [`Feed::commit`]. Everything the models' docs and the File
+//! adapter's say about files holds for blobs: a blob is read as a file is (JSON is YAML, so an
+//! API object's JSON is a one-document file), names order blobs as paths order files (earlier
+//! names win when entries merge a host), and the stream's health rules are the same (errors
+//! are items, `Recovered` when everything works again and nothing changed, the errors still
+//! outstanding again after a change).
 //!
 //! A blob holding one object written on one line (an API object serialized as compact JSON)
 //! is named in origins by its name alone, without the `: document 1 (line 1)` a file's
@@ -19,16 +20,15 @@
 
 use std::path::PathBuf;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigObject, Refusal};
 use wayfinder_registry::{Event, RegistryError};
 
-use crate::config::VALIDATE;
-use crate::config::state::ConfigState;
 use crate::health::Health;
-use crate::runner::{FileKey, Model};
+use crate::model::{FileKey, Model};
+use crate::objects::{ConfigState, VALIDATE};
 use crate::services::Services;
+use crate::{ConfigEvent, ConfigObject, Refusal};
 
-/// One of this crate's models fed with named blobs; see the module docs.
+/// One of the two models fed with named blobs; see the module docs.
 ///
 /// `E` is the stream's event type: [`Event`] for [`Feed::entries`], [`ConfigEvent`] for
 /// [`Feed::config`].
@@ -55,7 +55,7 @@ impl Feed<Event> {
 
 impl Feed<ConfigEvent> {
     /// The config source's model: `VirtualService`, `DestinationRule`, `Gateway` and
-    /// `Sidecar` objects, validated with [`wayfinder_registry::config::validate::validate`];
+    /// `Sidecar` objects, validated with [`crate::validate::validate`];
     /// a rejected object keeps its last good version.
     pub fn config() -> Self {
         Self::new(ConfigState::new(VALIDATE), tidy_config_event)

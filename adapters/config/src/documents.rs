@@ -19,7 +19,7 @@
 //! the object it was. Fields a decoder skips are listed with each object
 //! ([`Parsed::skipped`]) for the caller to judge: wayfinder's readers accept, with a warning,
 //! the fields Istio's CRDs define and refuse the others
-//! ([`wayfinder_registry::config::istio_defines`]).
+//! ([`crate::istio_defines`]).
 //!
 //! Start with [`parse`].
 
@@ -34,7 +34,8 @@ use std::sync::Arc;
 use serde::de::{DeserializeSeed, IgnoredAny};
 use serde::{Deserialize, Deserializer};
 use serde_saphyr::Spanned;
-use wayfinder_registry::config::{FieldPath, Step};
+
+use crate::{FieldPath, Step};
 
 /// The type of an object: its `apiVersion` (`networking.istio.io/v1`) and `kind`
 /// (`ServiceEntry`).

@@ -5,23 +5,45 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use wayfinder_registry::config::FieldPath;
-use wayfinder_registry::config::validate::Problem;
 use wayfinder_registry::{Event, RegistryError};
 
+use crate::FieldPath;
 use crate::convert::{self, Entry, ObjectError, Workload};
 use crate::documents::{self, Decode, Origin, Parsed, TypeMeta};
 use crate::fields;
 use crate::istio::{self, IstioObject};
 use crate::keep::{self, ObjectId, Read};
-use crate::runner::{FileKey, Model};
+use crate::model::{FileKey, Model};
+use crate::validate::Problem;
 use crate::view::{self, FileContents, View};
 
-/// The last good contents of every file, and the services the consumer has been told of.
+/// The File registry's model: the last good contents of every file, and the services the
+/// consumer has been told of. Its events follow the contract on [`Event`]: a `Reset` with
+/// every good file's services, then for each change one event with the services it alters.
+///
+/// # Mapping
+///
+/// Each host of a `ServiceEntry` is one service in the entry's namespace (`default` when
+/// unset) with the entry's addresses, ports, resolution (`STATIC` is client-side load
+/// balancing, `NONE` passthrough), location, `exportTo`, `subjectAltNames` and metadata labels.
+/// Its endpoints are its inline `endpoints`, or the `WorkloadEntry` objects of the same
+/// namespace, in any file, whose `spec.labels` include its `workloadSelector.labels`,
+/// or, for `DNS` and `DNS_ROUND_ROBIN` entries with neither, the host itself. A port without a
+/// `protocol` takes it from its name's prefix (`http-web` is HTTP), else TCP.
+///
+/// # One host in several entries
+///
+/// When entries (in the same namespace) name the same host, they are merged into one
+/// registration. Entries are ranked by their files' [`FileKey`]s (for the File registry: the
+/// order of the configured paths, then file name within a directory), then by document order
+/// in a file. The first entry gives the service's attributes (resolution, addresses, location,
+/// labels, …); ports are the union by number, and when two entries disagree about a port
+/// number or name the first wins and the conflict is logged with both origins; endpoints are
+/// the union of all entries' endpoints.
 #[derive(Default)]
-pub(crate) struct Services {
+pub struct Services {
     /// Whether a config source reads the same files and reports the documents of unknown
-    /// kind that do not parse (see [`crate::FileRegistry::beside_config_source`]).
+    /// kind that do not parse (the File adapter's `FileRegistry::beside_config_source`).
     beside_config: bool,
     /// In precedence order.
     files: BTreeMap<FileKey, FileContents>,
@@ -29,7 +51,10 @@ pub(crate) struct Services {
 }
 
 impl Services {
-    pub(crate) fn new(beside_config: bool) -> Self {
+    /// An empty model. `beside_config`: a config source reads the same files, so a document
+    /// that does not parse is left to it to report, unless it is a `ServiceEntry` or
+    /// `WorkloadEntry` (its objects are kept all the same).
+    pub fn new(beside_config: bool) -> Self {
         Self {
             beside_config,
             ..Self::default()
@@ -40,8 +65,8 @@ impl Services {
 impl Model for Services {
     type Event = Event;
 
-    /// Each document on its own: an object refused keeps its last good version (see
-    /// [`crate::keep`]), the others take effect.
+    /// Each document on its own: an object refused keeps the last good version it had in
+    /// the file (see `keep`), the others take effect.
     fn apply(&mut self, file: &FileKey, bytes: Option<&[u8]>) -> Vec<RegistryError> {
         let Some(bytes) = bytes else {
             self.files.remove(file);

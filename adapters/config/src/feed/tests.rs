@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use wayfinder_registry::config::{ConfigEvent, ConfigObject, ConfigSpec};
 use wayfinder_registry::{Event, RegistryError};
 
 use super::Feed;
-use crate::runner::Model;
+use crate::model::Model;
 use crate::services::Services;
+use crate::{ConfigEvent, ConfigObject, ConfigSpec};
 
 const REVIEWS: &str = "/apis/networking.istio.io/v1/namespaces/default/virtualservices/reviews";
 const RATINGS: &str = "/apis/networking.istio.io/v1/namespaces/default/virtualservices/ratings";

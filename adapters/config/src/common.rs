@@ -12,7 +12,7 @@ pub struct Duration(pub std::time::Duration);
 impl<'de> Deserialize<'de> for Duration {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
         let text = String::deserialize(de)?;
-        crate::duration::parse(&text)
+        wayfinder_registry::duration::parse(&text)
             .map(Duration)
             .map_err(serde::de::Error::custom)
     }

@@ -3,8 +3,8 @@
 //! error of its object alone. Fields outside `spec` (`metadata.uid`, `status`) are Kubernetes'
 //! and accepted quietly.
 
-use wayfinder_registry::config::validate::Problem;
-use wayfinder_registry::config::{FieldPath, Step, istio_defines};
+use crate::validate::Problem;
+use crate::{FieldPath, Step, istio_defines};
 
 /// What wayfinder says of a field Istio defines and it does not act on; the same words as
 /// validation's "not supported yet" warnings.

@@ -1,5 +1,6 @@
-//! The Istio objects this registry reads, as they are written in files: `ServiceEntry` and
-//! `WorkloadEntry` of `networking.istio.io` (`v1`, `v1beta1`, `v1alpha3`).
+//! The Istio objects the File registry's model reads, as they are written in files (or sent
+//! by the Kubernetes API): `ServiceEntry` and `WorkloadEntry` of `networking.istio.io` (`v1`,
+//! `v1beta1`, `v1alpha3`).
 //!
 //! Field names and defaults follow Istio's API. `metadata` is lenient (fields such as `uid`,
 //! `resourceVersion` or `managedFields` in a `kubectl` export are ignored). The spec types
@@ -16,7 +17,7 @@ use crate::documents::{Decode, TypeMeta};
 
 /// The API group of Istio's networking objects.
 pub(crate) const GROUP: &str = "networking.istio.io";
-/// The versions of [`GROUP`] this registry reads; they share one schema.
+/// The versions of [`GROUP`] wayfinder reads; they share one schema.
 pub(crate) const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
 
 /// True for any kind of Istio networking object (VirtualService, Gateway, …) in a known version.
@@ -24,8 +25,8 @@ pub(crate) fn is_networking(meta: &TypeMeta) -> bool {
     meta.group() == GROUP && VERSIONS.contains(&meta.version())
 }
 
-/// An object this registry reads. Boxed: a file's parsed documents are all held until they
-/// are mapped, and inline each (even one of a kind this registry skips) was 384 bytes, a 50
+/// An object the File registry's model reads. Boxed: a file's parsed documents are all held until they
+/// are mapped, and inline each (even one of a kind the model skips) was 384 bytes, a 50
 /// MB list for a file of 75,000 VirtualServices.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum IstioObject {

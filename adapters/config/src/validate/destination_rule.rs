@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::names::{check_export_to, check_labels, check_wildcard_domain, is_dns_label};
 use super::{Problems, check_port, earlier, traffic_policy};
-use crate::config::{DestinationRule, PortTrafficPolicy, TrafficPolicy};
+use crate::{DestinationRule, PortTrafficPolicy, TrafficPolicy};
 
 /// Checks a DestinationRule in `namespace`.
 pub(super) fn check(dr: &DestinationRule, namespace: &str, p: &mut Problems) {

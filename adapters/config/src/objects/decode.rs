@@ -12,8 +12,6 @@ use std::sync::Arc;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use wayfinder_registry::RegistryError;
-use wayfinder_registry::config::validate::{self, Problem};
-use wayfinder_registry::config::{ConfigMeta, ConfigObject, ConfigSpec, FieldPath, Kind, Refusal};
 
 use crate::documents::{self, Decode, Head, Origin, TypeMeta};
 use crate::fields;
@@ -21,9 +19,11 @@ use crate::istio::{self, IstioObject, Metadata, Object};
 use crate::keep::ObjectId;
 use crate::security;
 use crate::services::malformed;
+use crate::validate::{self, Problem};
+use crate::{ConfigMeta, ConfigObject, ConfigSpec, FieldPath, Kind, Refusal};
 
 /// How objects are validated: [`validate::validate`], or a stand-in in unit tests.
-pub(crate) type Validator = fn(&ConfigObject) -> Vec<Problem>;
+pub type Validator = fn(&ConfigObject) -> Vec<Problem>;
 
 /// The validator of the real source.
 pub(crate) const VALIDATE: Validator = validate::validate;

@@ -2,7 +2,7 @@
 
 use super::Problems;
 use super::names::{check_labels, check_scoped_host};
-use crate::config::Sidecar;
+use crate::Sidecar;
 
 /// Checks a Sidecar.
 pub(super) fn check(sc: &Sidecar, p: &mut Problems) {

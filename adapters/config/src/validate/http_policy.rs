@@ -4,7 +4,7 @@
 use super::http_match::{check_string_match, is_token};
 use super::virtual_service::check_destination;
 use super::{Problems, check_duration, check_percent, key_path};
-use crate::config::{
+use crate::{
     CorsPolicy, FaultAbort, FaultDelay, HeaderOperations, Headers, HttpFaultInjection, HttpRetry,
     HttpRoute,
 };
@@ -260,11 +260,10 @@ fn check_abort(p: &mut Problems, path: &str, a: &FaultAbort) {
             format!("{path}.httpStatus"),
             format!("HTTP status {status} is out of range 200..=599"),
         ),
-        (None, Some(status)) if !crate::config::GRPC_STATUS_CODES.contains(&status.as_str()) => p
-            .error(
-                format!("{path}.grpcStatus"),
-                format!("{status:?} is not a gRPC status name such as UNAVAILABLE or NOT_FOUND"),
-            ),
+        (None, Some(status)) if !crate::GRPC_STATUS_CODES.contains(&status.as_str()) => p.error(
+            format!("{path}.grpcStatus"),
+            format!("{status:?} is not a gRPC status name such as UNAVAILABLE or NOT_FOUND"),
+        ),
         _ => {}
     }
     if let Some(percentage) = &a.percentage {

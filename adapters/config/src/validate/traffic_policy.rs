@@ -2,7 +2,7 @@
 //! detection and client TLS.
 
 use super::{Problems, check_duration};
-use crate::config::{
+use crate::{
     ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, ConsistentHash, LoadBalancerSettings,
     OutlierDetection, SimpleLb,
 };

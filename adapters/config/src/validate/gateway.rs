@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::names::{check_scoped_host, is_ip};
 use super::{Problems, check_port, earlier};
-use crate::config::{Gateway, Server, ServerTlsMode, ServerTlsSettings};
+use crate::{Gateway, Server, ServerTlsMode, ServerTlsSettings};
 
 /// Protocols a gateway server may declare (compared case-insensitively).
 const PROTOCOLS: [&str; 8] = [

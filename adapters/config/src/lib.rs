@@ -1,25 +1,62 @@
-//! Istio traffic configuration, and the contract of the sources that provide it.
+//! Istio's configuration in wayfinder: its kinds and their validation, reading them from YAML
+//! and JSON with positions, the `ServiceEntry`/`WorkloadEntry` mapping, and the per-object
+//! last good store every source of them shares.
 //!
-//! The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and `v1alpha3` share
-//! one schema) for the kinds that shape what proxies are served: [`VirtualService`],
-//! [`DestinationRule`], [`Gateway`] and [`Sidecar`]. Field names and enum values are Istio's, so
-//! the YAML users already have deserializes as is. The types skip fields they do not model;
-//! a reader reports each skipped field ([`istio_defines`] tells which): one that Istio's CRDs
-//! define is accepted with a warning that wayfinder does not act on it (as are fields the types
-//! read but [`validate`] says are not supported yet), one nobody defines (a typo) rejects its
-//! object. `wayfinder_file::documents` is that reader for files and for the Kubernetes API.
+//! - **The kinds.** The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and
+//!   `v1alpha3` share one schema) for the kinds that shape what proxies are served:
+//!   [`VirtualService`], [`DestinationRule`], [`Gateway`] and [`Sidecar`], each a
+//!   [`ConfigObject`] with its [`ConfigMeta`] and [`ConfigSpec`]. Field names and enum values
+//!   are Istio's, so the YAML users already have deserializes as is. [`validate`] checks an
+//!   object as Istio does, with field paths. The types skip fields they do not model; a reader
+//!   reports each skipped field ([`istio_defines`] tells which): one that Istio's CRDs define
+//!   is accepted with a warning that wayfinder does not act on it (as are fields the types
+//!   read but [`validate`] says are not supported yet), one nobody defines (a typo) rejects
+//!   its object.
+//! - **The contract of their sources.** A [`ConfigSource`] (a watched directory, the
+//!   Kubernetes API) produces a stream of [`ConfigEvent`]s with the same contract as a
+//!   registry's [`Event`]s: the first item is a `Reset`, errors are items, a rejected object
+//!   keeps its last good version.
+//! - **Reading.** [`documents`] splits a file (or an API object's JSON) into documents and
+//!   deserializes each into a typed object, with errors that carry the path, document number
+//!   and line; one bad document never costs another.
+//! - **The models** ([`model`]): what a source keeps over the files or objects it reads, per
+//!   object and with its last good version. [`model::Services`] maps `ServiceEntry` and
+//!   `WorkloadEntry` objects to registrations (the File registry's, and the Kubernetes
+//!   adapter's entries); [`model::ConfigState`] keeps the configuration kinds (the config
+//!   sources'). The File adapter drives them with watched files; [`Feed`] drives them with
+//!   named blobs, for the Kubernetes API. So an object means the same wherever it is read.
+//! - **The offline check** ([`check`], for `wayfinder validate`): files' bytes read as both
+//!   models read them, every problem in a report.
 //!
-//! A [`ConfigSource`] (a watched directory, later the Kubernetes API) produces a stream of
-//! [`ConfigEvent`]s with the same contract as a registry's [`crate::Event`]s: the first item
-//! is a `Reset`, errors are items, a rejected object keeps its last good version.
+//! Start with [`ConfigObject`] and [`ConfigEvent`] for what sources send, then [`model`].
+//!
+//! This crate depends on `wayfinder-registry` alone among wayfinder's crates (for the model
+//! the entries map to, [`RegistryError`], the cancellation token and Go-style durations), and
+//! never on an adapter or the server. The config sources (the File adapter's `--config-dir`
+//! and File registry, the Kubernetes adapter's API sources) and the server depend on it; it
+//! reads no file and talks to no server.
+
+pub mod check;
+pub mod documents;
+pub mod feed;
+pub mod model;
+pub mod validate;
 
 mod common;
+mod convert;
 mod destination_rule;
+mod fields;
 mod fit;
 mod gateway;
+mod health;
+mod istio;
 mod istio_fields;
+mod keep;
+mod objects;
+mod security;
+mod services;
 mod sidecar;
-pub mod validate;
+mod view;
 mod virtual_service;
 
 use std::collections::BTreeMap;
@@ -29,15 +66,17 @@ use std::sync::Arc;
 
 use futures::Stream;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
+use wayfinder_registry::{CancellationToken, RegistryError};
 
-use crate::RegistryError;
+#[cfg(doc)]
+use wayfinder_registry::Event;
 
 pub use common::{
     Destination, Duration, GRPC_STATUS_CODES, HeaderOperations, Headers, Opaque, Percent,
     PortSelector, StringMatch, WorkloadSelector,
 };
 pub use destination_rule::*;
+pub use feed::Feed;
 pub use gateway::*;
 pub use istio_fields::{FieldPath, Step, istio_defines};
 pub use sidecar::*;
@@ -168,7 +207,7 @@ impl ConfigObject {
     }
 }
 
-/// What a configuration source reports. The contract is the one written on [`crate::Event`]:
+/// What a configuration source reports. The contract is the one written on [`Event`]:
 /// the first item is a `Reset` (which replaces everything the source said before), `Upsert`
 /// carries a whole object, errors are items, and a source that works again without a change
 /// sends `Recovered`. Sources send only objects that passed [`validate::validate`]; an object

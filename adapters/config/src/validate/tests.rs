@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::{Problem, has_errors, validate};
-use crate::config::{ConfigMeta, ConfigObject, ConfigSpec};
+use crate::{ConfigMeta, ConfigObject, ConfigSpec};
 
 /// An object of the kind `wrap` builds from a YAML spec, named `reviews` in `default`.
 fn object<T: DeserializeOwned>(yaml: &str, wrap: fn(T) -> ConfigSpec) -> ConfigObject {
