@@ -3,6 +3,8 @@
 //!
 //! - `ads_sotw`, `ads_delta`: every state-of-the-world and incremental (delta) rule, with raw
 //!   ADS clients against an in-process server fed by a memory registry.
+//! - `architecture`: the dependency rules between crates and between the server's modules,
+//!   checked on the code (`cargo metadata`, and the source parsed with `syn`).
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
 //! - `cli`: the binary's commands, flags, debug pages and refusals (in a build without a
@@ -48,6 +50,7 @@
 
 mod ads_delta;
 mod ads_sotw;
+mod architecture;
 mod bad_input;
 mod bookinfo;
 mod cli;
