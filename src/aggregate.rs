@@ -8,7 +8,7 @@
 //! aggregate's task keeps the only [`Publisher`](crate::snapshot::Publisher).
 //!
 //! **Invariant:** only the aggregate task publishes snapshots, and only snapshots that pass
-//! [`Snapshot::validate`]. A registration that fails validation is refused and the service's
+//! [`Snapshot::validate`](crate::snapshot::Snapshot::validate). A registration that fails validation is refused and the service's
 //! last good state stays.
 //!
 //! **Sync:** the first snapshot is published when every registry and configuration source has

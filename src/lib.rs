@@ -8,6 +8,14 @@
 //! The Kubernetes, Consul and Eureka adapters are cargo features of this crate (`kubernetes`,
 //! `consul`, `eureka`, on by default); the memory and file registries are always built in.
 //! [`registries`] says what a build without them refuses.
+//!
+//! Among wayfinder's crates it depends on `wayfinder-registry` (the contract every source
+//! follows), `wayfinder-config` (Istio's configuration kinds), the memory and File adapters,
+//! and the Kubernetes, Consul and Eureka adapters under their features. Outside: tokio and
+//! hyper/h2 (with tonic's codec types) for serving, `envoy-types` and prost for the xDS
+//! messages (named only in `xds::pb`), arc-swap for the published snapshot,
+//! prometheus-client for metrics, axum for the HTTP pages, tracing for logs.
+//! `tests/it/architecture.rs` checks which module may name which.
 
 pub mod aggregate;
 pub mod cli;

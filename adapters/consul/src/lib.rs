@@ -76,6 +76,13 @@
 //! Consul limits concurrent HTTP connections per client address
 //! (`limits.http_max_conns_per_client`, default 200) and each watched service holds one. For
 //! more services than that, raise the limit or set [`Config::interval`].
+//!
+//! # Dependencies
+//!
+//! Among wayfinder's crates, only `wayfinder-registry` (the contract). Outside: reqwest (HTTP,
+//! with rustls and the ring provider for TLS to Consul), serde and serde_json (the answers),
+//! tokio and futures (the watch tasks and the stream), tracing. With `fake`, axum serves the
+//! in-process Consul.
 
 mod api;
 mod client;

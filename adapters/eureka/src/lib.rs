@@ -78,6 +78,12 @@
 //! `"application": []` or no key at all; numbers as strings; metadata with `@class` keys or
 //! `class: java.util.Collections$EmptyMap` (dropped); a missing `instanceId` (`hostName` is
 //! used).
+//!
+//! # Dependencies
+//!
+//! Among wayfinder's crates, only `wayfinder-registry` (the contract). Outside: reqwest (HTTP,
+//! rustls for https URLs), serde and serde_json (the answers), tokio and futures (the poll
+//! loop and the stream), tracing. With `fake`, axum serves the in-process Eureka.
 
 mod api;
 mod client;

@@ -5,6 +5,9 @@
 //! no flags. Create one with [`MemoryRegistry::new`], keep the [`MemoryHandle`], give the
 //! registry to the server, and change services through the handle; every change becomes an
 //! event in the registry's stream.
+//!
+//! It depends on `wayfinder-registry` (the contract) alone among wayfinder's crates, and on
+//! tokio and futures for the stream.
 
 pub mod demo;
 
