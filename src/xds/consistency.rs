@@ -5,6 +5,11 @@
 //! whose configuration fails this gets 503s (a missing cluster) or warming clusters and
 //! listeners that never finish (a missing assignment or route configuration).
 //!
+//! A route to a destination the mesh does not have (a host or port no visible service has, a
+//! subset no DestinationRule defines) is the configuration's doing, not the generator's: Istio
+//! serves it as written and Envoy answers 503 for it, so [`examine`] lists it apart, as an
+//! unknown destination (`istioctl analyze`'s IST0101), and [`check`] does not count it.
+//!
 //! The special clusters (`BlackHoleCluster`, `PassthroughCluster`,
 //! `InboundPassthroughCluster`) are generated as clusters too, so they need no exception.
 //! Proxyless gRPC clients are checked the same way, from every listener they may ask for by a
@@ -36,17 +41,40 @@ use crate::xds::pb::tcp_proxy::TcpProxy;
 use crate::xds::pb::tcp_proxy::tcp_proxy::ClusterSpecifier as TcpClusterSpecifier;
 use crate::xds::{Proxy, Resource, TypeUrl, XdsSnapshot};
 
-/// Every reference in what `proxy` receives from `snap` to something it does not receive,
-/// one line each (empty: consistent). Also a resource that does not decode as its type.
+/// What [`examine`] found in what one proxy receives, one line each.
+#[derive(Debug, Default)]
+pub struct Findings {
+    /// References to what the proxy does not receive, and resources that do not decode: the
+    /// generator's mistakes. Envoy would warm such clusters and listeners forever, or answer
+    /// 503 for routes to a cluster it was never sent.
+    pub problems: Vec<String>,
+    /// Routes to a destination the mesh does not have: a host and port no service visible to
+    /// the proxy has, or a subset its DestinationRule does not define. They come from the
+    /// configuration, not the generator, and are served as Istio serves them (the route names
+    /// the cluster, and Envoy answers 503, "no cluster"); `istioctl analyze` reports them as
+    /// IST0101.
+    pub unknown_destinations: Vec<String>,
+}
+
+/// The generator's mistakes in what `proxy` receives from `snap` (empty: consistent); see
+/// [`Findings::problems`].
 pub fn check(snap: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
-    let mut problems = Vec::new();
+    examine(snap, proxy).problems
+}
+
+/// Every reference in what `proxy` receives from `snap` to something it does not receive,
+/// sorted into the generator's mistakes and the configuration's unknown destinations.
+pub fn examine(snap: &XdsSnapshot, proxy: &Proxy) -> Findings {
+    let mut findings = Findings::default();
     let none = BTreeSet::new();
 
     let mut clusters = BTreeSet::new();
     let mut eds_names = BTreeSet::new();
     for r in snap.resources(proxy, TypeUrl::Cluster, &none).iter() {
         let Ok(c) = Cluster::decode(&*value(r)) else {
-            problems.push(format!("cluster {} does not decode", r.name));
+            findings
+                .problems
+                .push(format!("cluster {} does not decode", r.name));
             continue;
         };
         let eds = matches!(
@@ -68,21 +96,31 @@ pub fn check(snap: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
     for name in &eds_names {
         match assignments.get(name) {
             Some(r) if ClusterLoadAssignment::decode(&*value(r)).is_ok() => {}
-            Some(_) => problems.push(format!("endpoints {name} do not decode")),
-            None => problems.push(format!("EDS cluster {name} has no assignment")),
+            Some(_) => findings
+                .problems
+                .push(format!("endpoints {name} do not decode")),
+            None => findings
+                .problems
+                .push(format!("EDS cluster {name} has no assignment")),
         }
     }
 
+    let known = Known {
+        clusters,
+        defined: &|host, port, subset| defined(snap, proxy, host, port, subset),
+    };
     let mut route_names = BTreeSet::new();
     for r in snap.resources(proxy, TypeUrl::Listener, &none).iter() {
         let Ok(l) = Listener::decode(&*value(r)) else {
-            problems.push(format!("listener {} does not decode", r.name));
+            findings
+                .problems
+                .push(format!("listener {} does not decode", r.name));
             continue;
         };
         let chains = l.filter_chains.iter().chain(l.default_filter_chain.iter());
         for filter in chains.flat_map(|c| &c.filters) {
             let place = format!("listener {} filter {}", l.name, filter.name);
-            references(filter, &place, &clusters, &mut route_names, &mut problems);
+            references(filter, &place, &known, &mut route_names, &mut findings);
         }
         // A proxyless gRPC client's listener: its connection manager is the API listener.
         if let Some(any) = l.api_listener.and_then(|a| a.api_listener) {
@@ -91,24 +129,73 @@ pub fn check(snap: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
                 config_type: Some(ConfigType::TypedConfig(any)),
             };
             let place = format!("listener {} api_listener", l.name);
-            references(&filter, &place, &clusters, &mut route_names, &mut problems);
+            references(&filter, &place, &known, &mut route_names, &mut findings);
         }
     }
 
     let routes = snap.resources(proxy, TypeUrl::Route, &route_names);
     for name in &route_names {
         let Some(r) = routes.get(name) else {
-            problems.push(format!(
+            findings.problems.push(format!(
                 "route configuration {name} named by a listener does not exist"
             ));
             continue;
         };
         match RouteConfiguration::decode(&*value(r)) {
-            Ok(rc) => route_clusters(&rc, &clusters, &mut problems),
-            Err(_) => problems.push(format!("route configuration {name} does not decode")),
+            Ok(rc) => route_clusters(&rc, &known, &mut findings),
+            Err(_) => findings
+                .problems
+                .push(format!("route configuration {name} does not decode")),
         }
     }
-    problems
+    findings
+}
+
+/// The clusters a proxy receives, and whether a destination exists in the mesh.
+struct Known<'a> {
+    clusters: BTreeSet<String>,
+    /// Whether a service visible to the proxy has this host and port, and (for a subset) its
+    /// DestinationRule defines it.
+    defined: &'a dyn Fn(&str, u16, &str) -> bool,
+}
+
+impl Known<'_> {
+    /// Files a reference at `place` to cluster `c`, unless the proxy receives it.
+    fn reference(&self, place: &str, c: &str, findings: &mut Findings) {
+        if self.clusters.contains(c) {
+            return;
+        }
+        let line = format!("{place} names cluster {c}, which the proxy does not receive");
+        match crate::xds::names::parse_outbound_cluster(c) {
+            Some((port, subset, host)) if !(self.defined)(host, port, subset) => {
+                findings.unknown_destinations.push(line);
+            }
+            _ => findings.problems.push(line),
+        }
+    }
+}
+
+/// Whether `host:port` is a service `proxy` sees in `snap`'s model and, for a `subset`, the
+/// DestinationRule that applies defines it.
+fn defined(snap: &XdsSnapshot, proxy: &Proxy, host: &str, port: u16, subset: &str) -> bool {
+    let model = snap.model();
+    let visible = model.visible(&proxy.namespace);
+    let Some(svc) = visible.iter().find(|s| &*s.service.hostname == host) else {
+        return false;
+    };
+    if !svc.service.ports.iter().any(|p| p.number == port) {
+        return false;
+    }
+    subset.is_empty()
+        || model
+            .config
+            .destination_rule(
+                host,
+                &svc.service.namespace,
+                &proxy.namespace,
+                snap.domain(),
+            )
+            .is_some_and(|(_, dr)| dr.subsets.iter().any(|s| s.name == subset))
 }
 
 /// In debug builds, checks what `proxy` receives from `snap` and panics, naming the proxy and
@@ -135,9 +222,9 @@ fn value(r: &Resource) -> Vec<u8> {
 fn references(
     filter: &Filter,
     place: &str,
-    clusters: &BTreeSet<String>,
+    known: &Known<'_>,
     route_names: &mut BTreeSet<Arc<str>>,
-    problems: &mut Vec<String>,
+    findings: &mut Findings,
 ) {
     let Some(ConfigType::TypedConfig(any)) = &filter.config_type else {
         return;
@@ -148,14 +235,14 @@ fn references(
                 Some(RouteSpecifier::Rds(rds)) => {
                     route_names.insert(rds.route_config_name.into());
                 }
-                Some(RouteSpecifier::RouteConfig(rc)) => route_clusters(&rc, clusters, problems),
+                Some(RouteSpecifier::RouteConfig(rc)) => route_clusters(&rc, known, findings),
                 _ => {}
             },
-            Err(_) => problems.push(format!("{place} does not decode")),
+            Err(_) => findings.problems.push(format!("{place} does not decode")),
         }
     } else if any.type_url.ends_with(".TcpProxy") {
         let Ok(tcp) = TcpProxy::decode(&*any.value) else {
-            problems.push(format!("{place} does not decode"));
+            findings.problems.push(format!("{place} does not decode"));
             return;
         };
         let named: Vec<String> = match tcp.cluster_specifier {
@@ -165,20 +252,14 @@ fn references(
             }
             None => Vec::new(),
         };
-        for c in named.into_iter().filter(|c| !clusters.contains(c)) {
-            problems.push(format!(
-                "{place} names cluster {c}, which the proxy does not receive"
-            ));
+        for c in &named {
+            known.reference(place, c, findings);
         }
     }
 }
 
 /// The clusters a route configuration's routes name, checked against `clusters`.
-fn route_clusters(
-    rc: &RouteConfiguration,
-    clusters: &BTreeSet<String>,
-    problems: &mut Vec<String>,
-) {
+fn route_clusters(rc: &RouteConfiguration, known: &Known<'_>, findings: &mut Findings) {
     for vh in &rc.virtual_hosts {
         for route in &vh.routes {
             let Some(Action::Route(action)) = &route.action else {
@@ -191,12 +272,9 @@ fn route_clusters(
                 }
                 _ => Vec::new(),
             };
-            for c in named.into_iter().filter(|c| !clusters.contains(*c)) {
-                problems.push(format!(
-                    "route configuration {} virtual host {} names cluster {c}, which the proxy \
-                     does not receive",
-                    rc.name, vh.name
-                ));
+            let place = format!("route configuration {} virtual host {}", rc.name, vh.name);
+            for c in named {
+                known.reference(&place, c, findings);
             }
         }
     }
@@ -213,8 +291,13 @@ mod tests {
         Route, RouteAction, VirtualHost, WeightedCluster, weighted_cluster,
     };
 
-    fn clusters(names: &[&str]) -> BTreeSet<String> {
-        names.iter().map(|n| n.to_string()).collect()
+    /// The proxy receives `names`, and every destination exists in the mesh but `unknown`'s
+    /// host.
+    fn known(names: &[&str], unknown: &'static str) -> Known<'static> {
+        Known {
+            clusters: names.iter().map(|n| n.to_string()).collect(),
+            defined: Box::leak(Box::new(move |host: &str, _: u16, _: &str| host != unknown)),
+        }
     }
 
     fn routing(specifier: ClusterSpecifier) -> RouteConfiguration {
@@ -270,22 +353,22 @@ mod tests {
             name: "api_listener".into(),
             config_type: Some(ConfigType::TypedConfig(api)),
         };
-        let (mut routes, mut problems) = (BTreeSet::new(), Vec::new());
-        references(&filter, "l", &BTreeSet::new(), &mut routes, &mut problems);
+        let (mut routes, mut findings) = (BTreeSet::new(), Findings::default());
+        references(&filter, "l", &known(&[], ""), &mut routes, &mut findings);
         assert_eq!(routes.len(), 1, "{routes:?}");
-        assert!(problems.is_empty(), "{problems:?}");
+        assert!(findings.problems.is_empty(), "{findings:?}");
     }
 
     #[test]
     fn a_route_to_a_cluster_the_proxy_lacks_is_reported() {
-        let mut problems = Vec::new();
-        let known = clusters(&["a", "b"]);
+        let mut findings = Findings::default();
+        let known = known(&["a", "b"], "");
         route_clusters(
             &routing(ClusterSpecifier::Cluster("a".into())),
             &known,
-            &mut problems,
+            &mut findings,
         );
-        assert!(problems.is_empty());
+        assert!(findings.problems.is_empty());
         let weighted = WeightedCluster {
             clusters: ["a", "missing"]
                 .into_iter()
@@ -299,12 +382,49 @@ mod tests {
         route_clusters(
             &routing(ClusterSpecifier::WeightedClusters(weighted)),
             &known,
-            &mut problems,
+            &mut findings,
         );
-        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(findings.problems.len(), 1, "{findings:?}");
         assert!(
-            problems[0].contains("names cluster missing"),
-            "{problems:?}"
+            findings.problems[0].contains("names cluster missing"),
+            "{findings:?}"
+        );
+    }
+
+    #[test]
+    fn a_route_to_a_host_the_mesh_lacks_is_the_configurations_not_the_generators() {
+        let mut findings = Findings::default();
+        // The proxy receives reviews' clusters; a route names a host no service has.
+        let gone = "outbound|8089||gone.example.com";
+        let known = known(&["outbound|9080||reviews"], "gone.example.com");
+        route_clusters(
+            &routing(ClusterSpecifier::Cluster(gone.into())),
+            &known,
+            &mut findings,
+        );
+        // A cluster of a host the mesh has, missing: the generator's mistake.
+        route_clusters(
+            &routing(ClusterSpecifier::Cluster("outbound|9080|v1|reviews".into())),
+            &known,
+            &mut findings,
+        );
+        assert_eq!(findings.unknown_destinations.len(), 1, "{findings:?}");
+        assert!(findings.unknown_destinations[0].contains(gone));
+        assert_eq!(findings.problems.len(), 1, "{findings:?}");
+        assert!(findings.problems[0].contains("outbound|9080|v1|reviews"));
+    }
+
+    #[test]
+    fn a_destination_exists_when_a_visible_service_has_its_port_and_its_rule_the_subset() {
+        let snap = XdsSnapshot::new(Arc::new(model(3)), DOMAIN);
+        let proxy = sidecar();
+        let host = "svc-1.default.svc.cluster.local";
+        assert!(defined(&snap, &proxy, host, 8080, ""));
+        assert!(!defined(&snap, &proxy, host, 9999, ""), "no such port");
+        assert!(!defined(&snap, &proxy, "nowhere.example.com", 8080, ""));
+        assert!(
+            !defined(&snap, &proxy, host, 8080, "v1"),
+            "no DestinationRule defines v1"
         );
     }
 
@@ -328,15 +448,15 @@ mod tests {
             cluster_specifier: Some(TcpClusterSpecifier::Cluster("gone".into())),
             ..Default::default()
         };
-        let (mut routes, mut problems) = (BTreeSet::new(), Vec::new());
-        let known = clusters(&["a"]);
+        let (mut routes, mut findings) = (BTreeSet::new(), Findings::default());
+        let known = known(&["a"], "");
         let hcm_url = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
         references(
             &filter(hcm_url, hcm.encode_to_vec()),
             "l",
             &known,
             &mut routes,
-            &mut problems,
+            &mut findings,
         );
         let tcp_url = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy";
         references(
@@ -344,13 +464,16 @@ mod tests {
             "l",
             &known,
             &mut routes,
-            &mut problems,
+            &mut findings,
         );
         assert_eq!(
             routes.into_iter().collect::<Vec<_>>(),
             [Arc::<str>::from("8080")]
         );
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].contains("names cluster gone"), "{problems:?}");
+        assert_eq!(findings.problems.len(), 1, "{findings:?}");
+        assert!(
+            findings.problems[0].contains("names cluster gone"),
+            "{findings:?}"
+        );
     }
 }

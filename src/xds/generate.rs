@@ -165,6 +165,11 @@ impl XdsSnapshot {
         self
     }
 
+    /// The mesh domain (`--domain`) short hostnames in configuration are relative to.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
     /// The model snapshot.
     pub fn model(&self) -> &Arc<Snapshot> {
         &self.model
