@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use wayfinder_registry::config::{ConfigEvent, ConfigSource, Refusal};
 use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
 
-pub use build::{snapshot_from, snapshot_with_config};
+pub use build::{Replay, snapshot_from, snapshot_with_config};
 pub use debounce::Debounce;
 pub use handler::{Handler, LogHandler, MetricsHandler};
 pub use source::{ErrorRecord, Health};

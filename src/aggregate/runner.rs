@@ -175,12 +175,14 @@ impl Runner {
     fn publish(&mut self) {
         let started = std::time::Instant::now();
         let current = self.shared.snapshot.load_full();
-        let snapshot = self.model.build(&current, &self.dirty);
-        if let Err(err) = snapshot.validate() {
-            self.metrics.snapshots_rejected.inc();
-            tracing::error!(%err, "snapshot not published; the previous one stays in force");
-            return;
-        }
+        let snapshot = match self.model.next(&current, &self.dirty) {
+            Ok(snapshot) => snapshot,
+            Err(err) => {
+                self.metrics.snapshots_rejected.inc();
+                tracing::error!(%err, "snapshot not published; the previous one stays in force");
+                return;
+            }
+        };
         self.dirty.clear();
         self.record_snapshot(&snapshot, started);
         let snapshot = Arc::new(snapshot);
