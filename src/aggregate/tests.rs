@@ -412,7 +412,10 @@ mod settled;
 #[test]
 fn replay_merges_only_what_changed_and_shares_the_rest() {
     let mut replay = Replay::new(vec![RegistryId::new("A"), RegistryId::new("B")]);
-    replay.apply(0, Event::Reset(vec![reg("a", &["10.0.0.1"]), reg("b", &[])]));
+    replay.apply(
+        0,
+        Event::Reset(vec![reg("a", &["10.0.0.1"]), reg("b", &[])]),
+    );
     replay.apply(1, Event::Reset(vec![reg("a", &["10.0.0.1", "10.0.0.2"])]));
     let first = replay.publish().unwrap();
     assert_eq!(first.version, 1);
