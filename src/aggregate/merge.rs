@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use wayfinder_registry::{Port, Registration, RegistryId, Resolution, Service, ServiceKey};
 
-use crate::snapshot::{Conflict, EndpointView, MergedService};
+use crate::snapshot::{Conflict, EndpointView, MergedService, SharedEndpoint};
 
 /// Merges what each registry reports for one key. `contributions` are in precedence order and
 /// not empty.
@@ -114,7 +114,7 @@ pub fn merge(
                 }
             }
         }
-        for ep in reg.endpoints.iter() {
+        for ep in SharedEndpoint::all(&reg.endpoints) {
             if service.resolution == Resolution::ClientSideLb && ep.ip().is_none() {
                 conflict(
                     format!("endpoints[{}]", ep.address),
@@ -126,12 +126,11 @@ pub fn merge(
                 continue;
             }
             let ports = s.ports.iter().map(|p| (p.number, ep.port_for(p))).collect();
-            let view = EndpointView {
+            endpoints.push(EndpointView {
                 registry: id.clone(),
-                endpoint: ep.clone(),
+                endpoint: ep,
                 ports,
-            };
-            endpoints.push(view);
+            });
         }
     }
     let registries = contributions.iter().map(|(id, _)| (*id).clone()).collect();
