@@ -8,7 +8,9 @@
 //!
 //! **Invariant:** only the aggregate task publishes snapshots, and only snapshots that pass
 //! [`Snapshot::validate`]. A registration that fails validation is refused and the service's
-//! last good state stays.
+//! last good state stays; so does a merged service that fails
+//! [`Snapshot::validate_service`]. Only the services merged again are checked: every other is
+//! the previous snapshot's, which passed.
 //!
 //! **Sync:** the first snapshot is published when every registry and configuration source has
 //! delivered its first `Reset`, or when the sync timeout passes, whichever is first; until then

@@ -1,7 +1,8 @@
 //! The model snapshot: everything every registry says, merged, validated and immutable.
 //!
-//! The aggregate is the only writer: it builds a [`Snapshot`], checks it with
-//! [`Snapshot::validate`] and publishes it through an `ArcSwap`. Everyone else (the xDS
+//! The aggregate is the only writer: it builds a [`Snapshot`], checking each service it merges
+//! with [`Snapshot::validate_service`] (the others are the previous snapshot's, shared), so
+//! that what it publishes through an `ArcSwap` passes [`Snapshot::validate`]. Everyone else (the xDS
 //! generator, the debug pages) reads the current `Arc<Snapshot>` without locking. The model
 //! knows nothing of xDS.
 
