@@ -8,8 +8,11 @@
 //! aggregate's task keeps the only [`Publisher`](crate::snapshot::Publisher).
 //!
 //! **Invariant:** only the aggregate task publishes snapshots, and only snapshots that pass
-//! [`Snapshot::validate`](crate::snapshot::Snapshot::validate). A registration that fails validation is refused and the service's
-//! last good state stays.
+//! [`Snapshot::validate`](crate::snapshot::Snapshot::validate). A registration that fails
+//! validation is refused and the service's last good state stays; so does a merged service
+//! that fails [`Snapshot::validate_service`](crate::snapshot::Snapshot::validate_service).
+//! Only the services merged again are checked: every other is the previous snapshot's, which
+//! passed.
 //!
 //! **Sync:** the first snapshot is published when every registry and configuration source has
 //! delivered its first `Reset`, or when the sync timeout passes, whichever is first; until then
@@ -38,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use wayfinder_config::{ConfigEvent, ConfigSource};
 use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
 
-pub use build::{snapshot_from, snapshot_with_config};
+pub use build::{Replay, snapshot_from, snapshot_with_config};
 pub use debounce::Debounce;
 pub use handler::{Handler, LogHandler, MetricsHandler};
 pub use store::{Change, ChangeKind};

@@ -104,7 +104,10 @@ pub struct ModelMetrics {
     pub debounce_time: Histogram,
     /// `wayfinder_snapshot_version`: version of the published snapshot.
     pub snapshot_version: Gauge,
-    /// `wayfinder_snapshots_rejected_total`: snapshots that failed validation.
+    /// `wayfinder_snapshots_rejected_total`: snapshots that failed validation. The aggregate
+    /// validates each service as it merges it (one that fails keeps its previous state, and is
+    /// logged), so it never publishes or refuses an invalid snapshot and this stays 0; it is
+    /// kept for dashboards that read it.
     pub snapshots_rejected: Counter,
     /// `wayfinder_merge_conflicts`: registry disagreements in the published snapshot.
     pub merge_conflicts: Gauge,

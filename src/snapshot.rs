@@ -1,9 +1,10 @@
 //! The model snapshot: everything every registry says, merged, validated and immutable.
 //!
-//! The aggregate is the only writer: it builds a [`Snapshot`], checks it with
-//! [`Snapshot::validate`] and publishes it with the one [`Publisher`]. Everyone else (the xDS
-//! server, the debug pages) holds a [`SnapshotReader`] and reads the current `Arc<Snapshot>`
-//! without locking (see [`published`]). The model knows nothing of xDS.
+//! The aggregate is the only writer: it builds a [`Snapshot`], checking each service it merges
+//! with [`Snapshot::validate_service`] (the others are the previous snapshot's, shared), so
+//! that what it publishes with the one [`Publisher`] passes [`Snapshot::validate`]. Everyone
+//! else (the xDS server, the debug pages) holds a [`SnapshotReader`] and reads the current
+//! `Arc<Snapshot>` without locking (see [`published`]). The model knows nothing of xDS.
 
 mod config;
 mod publish;
@@ -12,6 +13,8 @@ mod status;
 mod visibility;
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -62,11 +65,59 @@ pub struct MergedService {
 pub struct EndpointView {
     /// The registry that reported it.
     pub registry: RegistryId,
-    /// The endpoint as reported.
-    pub endpoint: Endpoint,
+    /// The endpoint as reported, shared with the registry's registration.
+    pub endpoint: SharedEndpoint,
     /// Service port number → the port this endpoint serves it on. A service port missing here
     /// is one this endpoint does not serve (it came from another registry).
     pub ports: BTreeMap<u16, u16>,
+}
+
+/// One endpoint of a registration, shared with it rather than copied: a merge costs a
+/// reference count per endpoint, not a copy of its ports and labels. Reads as the
+/// [`Endpoint`] it points to (`Deref`), and compares, prints and serializes as that endpoint.
+#[derive(Clone)]
+pub struct SharedEndpoint {
+    list: Arc<[Endpoint]>,
+    index: usize,
+}
+
+impl SharedEndpoint {
+    /// Each endpoint of `list`, in order.
+    pub fn all(list: &Arc<[Endpoint]>) -> impl Iterator<Item = Self> + '_ {
+        (0..list.len()).map(|index| Self {
+            list: list.clone(),
+            index,
+        })
+    }
+}
+
+impl Deref for SharedEndpoint {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        // `all` makes only indexes within the list, and the list is immutable.
+        &self.list[self.index]
+    }
+}
+
+impl PartialEq for SharedEndpoint {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for SharedEndpoint {}
+
+impl fmt::Debug for SharedEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl Serialize for SharedEndpoint {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(serializer)
+    }
 }
 
 /// A disagreement between two registries about one service.

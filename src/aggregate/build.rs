@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use wayfinder_config::{ConfigEvent, ConfigObject};
-use wayfinder_registry::{Event, Registration, RegistryId, ServiceKey};
+use wayfinder_registry::{Event, Registration, RegistryError, RegistryId, ServiceKey};
 
 use super::config_store::ConfigStore;
 use super::merge;
@@ -113,6 +113,21 @@ impl Model {
         Snapshot::new(current.version + 1, services, conflicts, sources, config)
     }
 
+    /// The snapshot to publish after `current` (a snapshot this published, or the empty one):
+    /// [`Model::build`]. The aggregate's task, [`Replay`] and [`snapshot_from`] all publish
+    /// through it.
+    ///
+    /// It passes [`Snapshot::validate`] without being checked whole again: each service
+    /// merged again was checked with [`Snapshot::validate_service`] (one that fails keeps its
+    /// previous state), and every other is `current`'s, shared, which passed when it was
+    /// merged. The whole check made a change of one service cost a pass over every endpoint
+    /// of the mesh; debug builds still run it, to catch a build that breaks this rule.
+    pub(super) fn next(&mut self, current: &Snapshot, dirty: &Dirty) -> Snapshot {
+        let snapshot = self.build(current, dirty);
+        debug_assert_eq!(snapshot.validate(), Ok(()));
+        snapshot
+    }
+
     /// Copies the services of registries that changed since the last snapshot.
     fn refresh_sources(&mut self) {
         self.sources
@@ -155,9 +170,60 @@ pub fn snapshot_with_config(
     config_store.apply(ConfigEvent::Reset(
         config.into_iter().map(Arc::new).collect(),
     ));
-    let snapshot = Model::new(stores, vec![config_store]).build(&Snapshot::empty(), &dirty);
+    let snapshot = Model::new(stores, vec![config_store]).next(&Snapshot::empty(), &dirty);
     snapshot.validate()?;
     Ok(snapshot)
+}
+
+/// The aggregate's model without its task, handlers or debounce: each event is applied to its
+/// registry's store and each publication merges only the services changed since the last one,
+/// by the code the running aggregate uses. For benchmarks and tools that measure or drive the
+/// incremental path, which [`snapshot_from`] (everything merged at once) does not take.
+pub struct Replay {
+    model: Model,
+    dirty: Dirty,
+    current: Arc<Snapshot>,
+}
+
+impl Replay {
+    /// Registries in precedence order, none synced yet; the current snapshot is the empty one.
+    pub fn new(registries: Vec<RegistryId>) -> Self {
+        let stores = registries.into_iter().map(Store::new).collect();
+        Self {
+            model: Model::new(stores, Vec::new()),
+            dirty: Dirty::default(),
+            current: Arc::new(Snapshot::empty()),
+        }
+    }
+
+    /// Applies one event of the registry at position `registry`, as the aggregate does when
+    /// the event arrives; returns the registrations validation refused.
+    ///
+    /// # Panics
+    ///
+    /// If `registry` is not the position of one of the registries given to [`Replay::new`].
+    pub fn apply(&mut self, registry: usize, event: Event) -> Vec<RegistryError> {
+        let (changes, refused) = self.model.stores[registry].apply(registry, event);
+        self.dirty
+            .services
+            .extend(changes.into_iter().map(|c| c.key));
+        refused
+    }
+
+    /// Merges and validates what changed since the last publication and makes the result the
+    /// current snapshot, as the aggregate does when its debounce fires. A service whose merge
+    /// fails validation keeps its previous state.
+    pub fn publish(&mut self) -> Arc<Snapshot> {
+        let snapshot = Arc::new(self.model.next(&self.current, &self.dirty));
+        self.dirty.clear();
+        self.current = snapshot.clone();
+        snapshot
+    }
+
+    /// The last snapshot published.
+    pub fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.current
+    }
 }
 
 fn log_new_conflicts(before: Option<&Vec<Conflict>>, now: &[Conflict]) {

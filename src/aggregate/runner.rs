@@ -167,16 +167,11 @@ impl Runner {
         );
     }
 
-    /// Merges what changed, validates, and publishes.
+    /// Merges and validates what changed, and publishes.
     fn publish(&mut self) {
         let started = std::time::Instant::now();
         let current = self.publisher.current();
-        let snapshot = self.model.build(&current, &self.dirty);
-        if let Err(err) = snapshot.validate() {
-            self.metrics.snapshots_rejected.inc();
-            tracing::error!(%err, "snapshot not published; the previous one stays in force");
-            return;
-        }
+        let snapshot = self.model.next(&current, &self.dirty);
         self.dirty.clear();
         self.record_snapshot(&snapshot, started);
         let snapshot = Arc::new(snapshot);

@@ -409,3 +409,26 @@ async fn handlers_see_classified_changes_in_order_with_the_store_already_updated
 }
 
 mod settled;
+
+#[test]
+fn replay_merges_only_what_changed_and_shares_the_rest() {
+    let mut replay = Replay::new(vec![RegistryId::new("A"), RegistryId::new("B")]);
+    replay.apply(
+        0,
+        Event::Reset(vec![reg("a", &["10.0.0.1"]), reg("b", &[])]),
+    );
+    replay.apply(1, Event::Reset(vec![reg("a", &["10.0.0.1", "10.0.0.2"])]));
+    let first = replay.publish();
+    assert_eq!(first.version, 1);
+    let a = &first.services[&key("a")];
+    assert_eq!(a.endpoints.len(), 2, "10.0.0.1 is kept once, from A");
+    assert_eq!(a.endpoints[0].registry, RegistryId::new("A"));
+
+    let refused = replay.apply(1, Event::Upsert(reg("b", &["10.0.0.3"])));
+    assert!(refused.is_empty());
+    let second = replay.publish();
+    assert_eq!(second.version, 2);
+    assert!(Arc::ptr_eq(a, &second.services[&key("a")]), "a is shared");
+    assert_eq!(second.services[&key("b")].registries.len(), 2);
+    assert!(Arc::ptr_eq(replay.snapshot(), &second));
+}
