@@ -23,6 +23,7 @@ mod gateway;
 mod grpc;
 mod inbound;
 mod listener;
+mod memo;
 mod picked;
 mod policy;
 mod proto;
@@ -43,7 +44,7 @@ use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
 pub use self::cache::{Layer, Resources};
-use self::cache::{Memo, carry_if};
+use self::memo::{Memo, carry_if};
 pub use self::picked::{Picked, Place};
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 
