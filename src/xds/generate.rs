@@ -10,10 +10,15 @@
 //! touches: an endpoint change encodes that service's assignments again and nothing else, and
 //! the endpoints [`Layer`] of each scope names them for the streams.
 //!
-//! **Invariant:** a cache key holds every input its generator reads. The generators below read
-//! only the model snapshot, the parts of [`Proxy`] named in their key, and the server's
-//! settings fixed at start (the mesh domain, the system CA file), which every snapshot of one
-//! server shares.
+//! **Invariant:** every memo of an [`XdsSnapshot`] is declared by a `Scope` (beside its
+//! field): what its generator reads besides its key, of the model (the services' definitions,
+//! their endpoints, the traffic configuration, or the one service its key names). Everything a
+//! generator reads of a [`Proxy`] is in its key; the server's settings fixed at start (the
+//! mesh domain, the system CA file) are shared by every snapshot of one server. What the next
+//! snapshot keeps of each memo follows from its declaration and what changed (`scope.rs`),
+//! never from a policy picked for it. `generate/tests/invalidation.rs` enforces this: it makes
+//! each kind of change in turn, checks that exactly the scopes declaring it were rebuilt, and
+//! that every proxy then receives what a fresh snapshot generates.
 
 mod cache;
 mod cluster;
@@ -176,7 +181,7 @@ impl XdsSnapshot {
 
     /// Wraps the model snapshot that follows `previous`'s, reusing what `previous` generated
     /// where its inputs did not change. What changed between the two models is found once
-    /// ([`Changes`]), and each memo keeps what its declared [`Scope`] says is still valid:
+    /// (`scope::Changes`), and each memo keeps what its declared `Scope` says is still valid:
     /// - every value, when nothing its scope reads changed (listeners and routes over an
     ///   endpoint-only change: they read no endpoints);
     /// - a service's clusters and endpoints, when neither that service nor the configuration
