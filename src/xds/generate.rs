@@ -10,10 +10,15 @@
 //! touches: an endpoint change encodes that service's assignments again and nothing else, and
 //! the endpoints [`Layer`] of each scope names them for the streams.
 //!
-//! **Invariant:** a cache key holds every input its generator reads. The generators below read
-//! only the model snapshot, the parts of [`Proxy`] named in their key, and the server's
-//! settings fixed at start (the mesh domain, the system CA file), which every snapshot of one
-//! server shares.
+//! **Invariant:** every memo of an [`XdsSnapshot`] is declared by a `Scope` (beside its
+//! field): what its generator reads besides its key, of the model (the services' definitions,
+//! their endpoints, the traffic configuration, or the one service its key names). Everything a
+//! generator reads of a [`Proxy`] is in its key; the server's settings fixed at start (the
+//! mesh domain, the system CA file) are shared by every snapshot of one server. What the next
+//! snapshot keeps of each memo follows from its declaration and what changed (`scope.rs`),
+//! never from a policy picked for it. `generate/tests/invalidation.rs` enforces this: it makes
+//! each kind of change in turn, checks that exactly the scopes declaring it were rebuilt, and
+//! that every proxy then receives what a fresh snapshot generates.
 
 mod cache;
 mod cluster;
@@ -23,10 +28,12 @@ mod gateway;
 mod grpc;
 mod inbound;
 mod listener;
+mod memo;
 mod picked;
 mod policy;
 mod proto;
 mod route;
+mod scope;
 mod upstream_tls;
 
 use std::collections::BTreeSet;
@@ -43,8 +50,9 @@ use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
 pub use self::cache::{Layer, Resources};
-use self::cache::{Memo, carry_if};
+use self::memo::{Memo, Value};
 pub use self::picked::{Picked, Place};
+use self::scope::{Changes, Reads, Scope};
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 
 /// A model snapshot and the resources generated from it so far.
@@ -54,8 +62,10 @@ pub struct XdsSnapshot {
     /// The system's trust store on the proxies' machines (`--system-ca-file`).
     system_ca: Arc<str>,
     published: Instant,
-    sidecar_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
-    grpc_services: Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>,
+    // Each memo is declared by the `Scope` of the same name below: what its generator reads,
+    // from which follows what the next snapshot keeps of it.
+    sidecar_services: Memo<ServiceRule, ServiceResources>,
+    grpc_services: Memo<ServiceRule, ServiceResources>,
     outbound: Memo<ScopeKey, [Arc<Layer>; 2]>,
     grpc_scopes: Memo<Arc<str>, [Arc<Layer>; 2]>,
     grpc_routing: Memo<Arc<str>, [Arc<Layer>; 2]>,
@@ -67,6 +77,63 @@ pub struct XdsSnapshot {
     /// its own (perf: a tenth of the server's time at 2,000 sidecars).
     inbound: Memo<(inbound::Ports, ListenSettings), [Arc<Layer>; 2]>,
     instances: OnceLock<inbound::Index>,
+}
+
+/// A service's clusters and endpoints for sidecars and gateways (`service_resources`): that
+/// service, all of it (ports, resolution, endpoints), and the DestinationRule its key names.
+static SIDECAR_SERVICES: Scope<ServiceRule> =
+    Scope::per_service("sidecar_services", rule_service, Reads::CONFIG);
+
+/// The same for proxyless gRPC clients, with the service's API listeners
+/// (`grpc::service_resources`).
+static GRPC_SERVICES: Scope<ServiceRule> =
+    Scope::per_service("grpc_services", rule_service, Reads::CONFIG);
+
+/// The clusters and endpoints of a sidecar scope or a gateway's namespace: the services it
+/// sees (visibility and the Sidecar's egress hosts read definitions), each service's
+/// resources through `SIDECAR_SERVICES` (endpoints, DestinationRules), and the Sidecar.
+static OUTBOUND: Scope<ScopeKey> = Scope::reading("outbound", EVERYTHING);
+
+/// A gRPC client namespace's clusters and endpoints: as `OUTBOUND`, through `GRPC_SERVICES`.
+static GRPC_SCOPES: Scope<Arc<str>> = Scope::reading("grpc_scopes", EVERYTHING);
+
+/// A gRPC client namespace's API listeners and route configurations: the services it sees and
+/// their ports, VirtualServices (`grpc::route`) and DestinationRules (subsets, hash
+/// policies). Only the listeners of `GRPC_SERVICES`' values, which read no endpoints.
+static GRPC_ROUTING: Scope<Arc<str>> =
+    Scope::reading("grpc_routing", Reads::DEFINITIONS.and(Reads::CONFIG));
+
+/// A sidecar scope's outbound listeners (`listener::outbound`): the services it sees, their
+/// ports and addresses, VirtualServices' TCP and TLS rules, and the Sidecar's egress and
+/// outbound traffic policy.
+static LISTENERS: Scope<(ScopeKey, ListenSettings)> =
+    Scope::reading("listeners", Reads::DEFINITIONS.and(Reads::CONFIG));
+
+/// A gateway's listeners and routes (`gateway::resources`): the Gateways that select it, the
+/// VirtualServices bound to them and the services and DestinationRules those route to.
+static GATEWAYS: Scope<GatewayKey> =
+    Scope::reading("gateways", Reads::DEFINITIONS.and(Reads::CONFIG));
+
+/// A sidecar scope's route configurations (`route::outbound`): the services it sees (their
+/// ports and addresses make the domains), VirtualServices, DestinationRules (hash policies)
+/// and the Sidecar's outbound traffic policy.
+static ROUTES: Scope<(ScopeKey, Arc<str>)> =
+    Scope::reading("routes", Reads::DEFINITIONS.and(Reads::CONFIG));
+
+/// A sidecar's inbound clusters and listener (`inbound`): a function of its key alone, the
+/// ports of the proxy's instances (found in this snapshot's endpoints when the proxy asks)
+/// and where it listens.
+static INBOUND: Scope<(inbound::Ports, ListenSettings)> = Scope::reading("inbound", Reads::NOTHING);
+
+/// Every part of the model.
+const EVERYTHING: Reads = Reads::DEFINITIONS.and(Reads::ENDPOINTS).and(Reads::CONFIG);
+
+/// A service and the DestinationRule that applies to it.
+type ServiceRule = (ServiceKey, Option<ConfigKey>);
+
+/// The service a per-service key names.
+fn rule_service(key: &ServiceRule) -> &ServiceKey {
+    &key.0
 }
 
 /// What a sidecar's outbound view depends on: its namespace and the Sidecar object scoping it.
@@ -84,6 +151,12 @@ pub(crate) struct ServiceResources {
     pub(crate) listeners: Vec<Arc<Resource>>,
 }
 
+/// Generated again, a service's resources are not compared with the previous ones: the layers
+/// they go into are.
+impl Value for ServiceResources {
+    const COMPARED: bool = false;
+}
+
 impl XdsSnapshot {
     /// Wraps a model snapshot; nothing is generated until a proxy asks. `domain` is the mesh
     /// domain (`--domain`), which short hostnames in configuration are relative to.
@@ -93,64 +166,45 @@ impl XdsSnapshot {
             domain: domain.into(),
             system_ca: DEFAULT_SYSTEM_CA_FILE.into(),
             published: Instant::now(),
-            sidecar_services: Memo::default(),
-            grpc_services: Memo::default(),
-            outbound: Memo::default(),
-            grpc_scopes: Memo::default(),
-            grpc_routing: Memo::default(),
-            listeners: Memo::default(),
-            gateways: Memo::default(),
-            routes: Memo::default(),
-            inbound: Memo::default(),
+            sidecar_services: Memo::new(&SIDECAR_SERVICES),
+            grpc_services: Memo::new(&GRPC_SERVICES),
+            outbound: Memo::new(&OUTBOUND),
+            grpc_scopes: Memo::new(&GRPC_SCOPES),
+            grpc_routing: Memo::new(&GRPC_ROUTING),
+            listeners: Memo::new(&LISTENERS),
+            gateways: Memo::new(&GATEWAYS),
+            routes: Memo::new(&ROUTES),
+            inbound: Memo::new(&INBOUND),
             instances: OnceLock::new(),
         }
     }
 
     /// Wraps the model snapshot that follows `previous`'s, reusing what `previous` generated
-    /// where its inputs did not change:
-    /// - a service's clusters and endpoints, when neither the service nor the configuration
+    /// where its inputs did not change. What changed between the two models is found once
+    /// (`scope::Changes`), and each memo keeps what its declared `Scope` says is still valid:
+    /// - every value, when nothing its scope reads changed (listeners and routes over an
+    ///   endpoint-only change: they read no endpoints);
+    /// - a service's clusters and endpoints, when neither that service nor the configuration
     ///   changed;
-    /// - listeners and routes, when the configuration and every service's definition are the
-    ///   same (an endpoint-only change), since they do not read endpoints;
-    /// - every other layer is generated again and compared with the previous one of its key,
-    ///   which it replaces (keeping it when equal), so streams look only at the names that
-    ///   differ.
+    /// - a sidecar's inbound layers when asked for again: they read nothing but their key;
+    /// - otherwise nothing: each layer is generated again and compared with the previous one
+    ///   of its key, which it replaces (keeping it when equal), so streams look only at the
+    ///   names that differ.
     pub fn next(model: Arc<Snapshot>, domain: &str, previous: &XdsSnapshot) -> Self {
-        let before = &previous.model;
-        let same_config = Arc::ptr_eq(&model.config, &before.config);
-        let unchanged = |key: &ServiceKey| {
-            matches!(
-                (model.services.get(key), before.services.get(key)),
-                (Some(a), Some(b)) if Arc::ptr_eq(a, b)
-            )
-        };
-        let services = |memo: &ServiceMemo| {
-            if same_config {
-                Memo::carried(
-                    memo.computed()
-                        .into_iter()
-                        .filter(|((key, _), _)| unchanged(key)),
-                )
-            } else {
-                Memo::default()
-            }
-        };
-        let same_topology = same_config && same_definitions(before, &model);
+        let changes = Changes::between(&previous.model, &model);
         Self {
             domain: domain.into(),
             system_ca: previous.system_ca.clone(),
             published: Instant::now(),
-            sidecar_services: services(&previous.sidecar_services),
-            grpc_services: services(&previous.grpc_services),
-            outbound: Memo::after(previous.outbound.computed()),
-            grpc_scopes: Memo::after(previous.grpc_scopes.computed()),
-            grpc_routing: carry_if(same_topology, &previous.grpc_routing),
-            listeners: carry_if(same_topology, &previous.listeners),
-            gateways: carry_if(same_topology, &previous.gateways),
-            routes: carry_if(same_topology, &previous.routes),
-            // A pure function of its key: whatever the change, a key asked for again keeps
-            // its layers (see `inbound`).
-            inbound: Memo::after(previous.inbound.computed()),
+            sidecar_services: previous.sidecar_services.next(&changes),
+            grpc_services: previous.grpc_services.next(&changes),
+            outbound: previous.outbound.next(&changes),
+            grpc_scopes: previous.grpc_scopes.next(&changes),
+            grpc_routing: previous.grpc_routing.next(&changes),
+            listeners: previous.listeners.next(&changes),
+            gateways: previous.gateways.next(&changes),
+            routes: previous.routes.next(&changes),
+            inbound: previous.inbound.next(&changes),
             instances: OnceLock::new(),
             model,
         }
@@ -288,7 +342,7 @@ impl XdsSnapshot {
             .position(|t| *t == type_url)
             .unwrap_or_default();
         // Clusters and endpoints, then listeners and routes, which do not read endpoints and
-        // so are carried over an endpoint-only change (see `next`).
+        // so are carried over an endpoint-only change (see `GRPC_ROUTING`).
         let (memo, first) = if index < 2 {
             (&self.grpc_scopes, 0)
         } else {
@@ -349,14 +403,13 @@ impl XdsSnapshot {
     fn inbound(&self, proxy: &Proxy) -> Arc<[Arc<Layer>; 2]> {
         let ports = self.instances().ports(proxy);
         let key = (ports, proxy.listen.clone());
-        self.inbound
-            .get_after(key.clone(), |previous| match previous {
-                Some(same) => (*same).clone(),
-                None => [
-                    Layer::new(inbound::clusters(&key.0)),
-                    Layer::new(inbound::listener(&key.0, &key.1)),
-                ],
-            })
+        // Kept from the previous snapshot when asked for again (see `INBOUND`).
+        self.inbound.get(key.clone(), || {
+            [
+                Layer::new(inbound::clusters(&key.0)),
+                Layer::new(inbound::listener(&key.0, &key.1)),
+            ]
+        })
     }
 
     fn instances(&self) -> &inbound::Index {
@@ -464,23 +517,6 @@ impl<'a> Ctx<'a> {
             self.domain,
         )
     }
-}
-
-/// Per-service resources by service and the DestinationRule that applies.
-type ServiceMemo = Memo<(ServiceKey, Option<ConfigKey>), ServiceResources>;
-
-/// True when two snapshots hold the same services with the same definitions (only endpoints
-/// may differ): listeners and routes, which do not read endpoints, are then the same.
-fn same_definitions(a: &Snapshot, b: &Snapshot) -> bool {
-    a.services.len() == b.services.len()
-        && a.services
-            .iter()
-            .zip(&b.services)
-            .all(|((ka, sa), (kb, sb))| {
-                ka == kb
-                    && (Arc::ptr_eq(sa, sb)
-                        || (sa.service == sb.service && sa.registries == sb.registries))
-            })
 }
 
 #[cfg(test)]
