@@ -8,8 +8,8 @@
 //! aggregate's task keeps the only [`Publisher`](crate::snapshot::Publisher).
 //!
 //! **Invariant:** only the aggregate task publishes snapshots, and only snapshots that pass
-//! [`Snapshot::validate`]. A registration that fails validation is refused and the service's
-//! last good state stays.
+//! [`Snapshot::validate`](crate::snapshot::Snapshot::validate). A registration that fails
+//! validation is refused and the service's last good state stays.
 //!
 //! **Sync:** the first snapshot is published when every registry and configuration source has
 //! delivered its first `Reset`, or when the sync timeout passes, whichever is first; until then
@@ -36,7 +36,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wayfinder_config::{ConfigEvent, ConfigSource};
-use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
+use wayfinder_registry::{Event, Registry, RegistryError};
 
 pub use build::{snapshot_from, snapshot_with_config};
 pub use debounce::Debounce;
@@ -137,7 +137,7 @@ impl Aggregate {
         let config_stores = self
             .config_sources
             .iter()
-            .map(|s| ConfigStore::new(RegistryId::new(s.name())))
+            .map(|s| ConfigStore::new(s.id().clone()))
             .collect();
         let (publisher, reader) = published();
         let (tx, rx) = mpsc::channel(1024);

@@ -91,24 +91,14 @@ impl ConfigStore {
                 );
                 self.objects = next;
             }
-            ConfigEvent::Upsert(object) => match check(&object) {
-                Ok(()) => {
-                    let key = object.key();
-                    self.judged(&key, &object, None);
-                    if self.objects.get(&key) != Some(&object) {
-                        changed.push(key.clone());
-                        self.objects.insert(key, object);
-                    }
+            ConfigEvent::Upsert(object) => self.upsert(object, &mut changed, &mut refused),
+            ConfigEvent::Remove(key) => self.remove(key, &mut changed),
+            ConfigEvent::Batch { removes, upserts } => {
+                for key in removes {
+                    self.remove(key, &mut changed);
                 }
-                Err(err) => {
-                    self.judged(&object.key(), &object, Some(&err));
-                    refused.push(err);
-                }
-            },
-            ConfigEvent::Remove(key) => {
-                self.own_refused.remove(&key);
-                if self.objects.remove(&key).is_some() {
-                    changed.push(key);
+                for object in upserts {
+                    self.upsert(object, &mut changed, &mut refused);
                 }
             }
             ConfigEvent::Refused(list) => self.source_refused = list.into(),
@@ -116,6 +106,37 @@ impl ConfigStore {
         }
         self.state.settle(&refused);
         (changed, refused)
+    }
+}
+
+impl ConfigStore {
+    fn upsert(
+        &mut self,
+        object: Arc<ConfigObject>,
+        changed: &mut Vec<ConfigKey>,
+        refused: &mut Vec<RegistryError>,
+    ) {
+        match check(&object) {
+            Ok(()) => {
+                let key = object.key();
+                self.judged(&key, &object, None);
+                if self.objects.get(&key) != Some(&object) {
+                    changed.push(key.clone());
+                    self.objects.insert(key, object);
+                }
+            }
+            Err(err) => {
+                self.judged(&object.key(), &object, Some(&err));
+                refused.push(err);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: ConfigKey, changed: &mut Vec<ConfigKey>) {
+        self.own_refused.remove(&key);
+        if self.objects.remove(&key).is_some() {
+            changed.push(key);
+        }
     }
 }
 

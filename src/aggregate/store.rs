@@ -79,7 +79,9 @@ impl Store {
                     self.upsert(reg, &mut applied);
                 }
             }
-            Event::Recovered => {}
+            // No registry refuses object by object yet, and registries' status shows no
+            // refused list: what a registry refuses reaches the handlers as error items.
+            Event::Refused(_) | Event::Recovered => {}
         }
         let Applied {
             changes, refused, ..

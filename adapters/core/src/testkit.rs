@@ -285,7 +285,7 @@ impl Observer {
                             self.state.insert(reg.key(), reg.normalized());
                         }
                     }
-                    Event::Recovered => {}
+                    Event::Refused(_) | Event::Recovered => {}
                     Event::Reset(_) => unreachable!("handled above"),
                 }
             }

@@ -16,7 +16,7 @@ use wayfinder_file::{BuildError, Config};
 use wayfinder_registry::testkit::{self, Fixture, Harness};
 use wayfinder_registry::{
     CancellationToken, Endpoint, Event, EventStream, Protocol, Registration, Registry,
-    RegistryError, RegistryId, Resolution, Service, ServiceKey,
+    RegistryError, RegistryId, Resolution, Service, ServiceKey, Source,
 };
 
 const DEADLINE: Duration = Duration::from_secs(10);

@@ -15,8 +15,8 @@ use futures::StreamExt;
 use tokio::sync::{Mutex, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use wayfinder_registry::{
-    CancellationToken, Endpoint, Event, EventStream, Registration, Registry, RegistryError,
-    RegistryId, Service, ServiceKey,
+    CancellationToken, Endpoint, Event, EventStream, Registration, RegistryError, RegistryId,
+    Service, ServiceKey, Source,
 };
 
 /// How many events may wait for the consumer before a handle call waits in turn.
@@ -62,7 +62,7 @@ impl MemoryRegistry {
     }
 }
 
-impl Registry for MemoryRegistry {
+impl Source<Registration> for MemoryRegistry {
     fn id(&self) -> &RegistryId {
         &self.id
     }
@@ -227,7 +227,7 @@ impl Inner {
 mod tests {
     use super::*;
     use wayfinder_registry::testkit::{self, Fixture, Harness};
-    use wayfinder_registry::{Protocol, Resolution};
+    use wayfinder_registry::{Protocol, Registry, Resolution};
 
     #[derive(Default)]
     struct MemoryHarness {
