@@ -227,7 +227,7 @@ impl Inner {
 mod tests {
     use super::*;
     use wayfinder_registry::testkit::{self, Fixture, Harness};
-    use wayfinder_registry::{Protocol, Registry, Resolution};
+    use wayfinder_registry::{Protocol, Resolution};
 
     #[derive(Default)]
     struct MemoryHarness {
@@ -235,7 +235,13 @@ mod tests {
     }
 
     impl Harness for MemoryHarness {
-        async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Registry> {
+        type Item = Registration;
+
+        fn canonical(registration: Registration) -> Registration {
+            registration.normalized()
+        }
+
+        async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Source<Registration>> {
             let (registry, handle) = MemoryRegistry::new("Memory");
             self.handle = handle;
             for f in initial {
