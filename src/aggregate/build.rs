@@ -7,8 +7,9 @@ use wayfinder_config::{ConfigEvent, ConfigObject};
 use wayfinder_registry::{Event, Registration, RegistryId, ServiceKey};
 
 use super::config_store::ConfigStore;
-use super::merge;
+use super::source::SourceState;
 use super::store::Store;
+use super::{Origin, merge};
 use crate::snapshot::{Conflict, InvariantError, Snapshot, Source, TrafficConfig};
 
 /// Every source's store, and what merging them found so far.
@@ -42,6 +43,14 @@ impl Model {
             config_stores,
             conflicts: BTreeMap::new(),
             sources: Vec::new(),
+        }
+    }
+
+    /// The stream state of the source at `origin`.
+    pub(super) fn state_mut(&mut self, origin: Origin) -> &mut SourceState {
+        match origin {
+            Origin::Registry(i) => &mut self.stores[i].state,
+            Origin::Config(i) => &mut self.config_stores[i].state,
         }
     }
 

@@ -9,8 +9,7 @@ use tokio_util::sync::CancellationToken;
 use wayfinder_registry::RegistryError;
 
 use super::build::{Dirty, Model};
-use super::source::SourceState;
-use super::{Handler, Input, Origin, Settings, debounce};
+use super::{Handler, Input, Origin, Received, Settings, debounce};
 use crate::metrics::ModelMetrics;
 use crate::snapshot::{Health, Publisher, Snapshot, SourceStatuses};
 
@@ -56,7 +55,7 @@ impl Runner {
                 self.batch.settled(origin);
                 return;
             }
-            Input::Registry(i, Ok(event)) => {
+            Input::Item(i, Received::Registry(Ok(event))) => {
                 let store = &mut self.model.stores[i];
                 let (changes, refused) = store.apply(i, event);
                 let id = store.state.id.clone();
@@ -74,7 +73,7 @@ impl Runner {
                     self.record(Origin::Registry(i));
                 }
             }
-            Input::Config(i, Ok(event)) => {
+            Input::Item(i, Received::Config(Ok(event))) => {
                 let store = &mut self.model.config_stores[i];
                 let (changed, refused) = store.apply(event);
                 let id = store.state.id.clone();
@@ -92,16 +91,12 @@ impl Runner {
                     self.record(Origin::Config(i));
                 }
             }
-            Input::Registry(i, Err(err)) => self.failed(|m| &mut m.stores[i].state, err),
-            Input::Config(i, Err(err)) => self.failed(|m| &mut m.config_stores[i].state, err),
+            Input::Item(i, Received::Registry(Err(err))) => self.failed(Origin::Registry(i), err),
+            Input::Item(i, Received::Config(Err(err))) => self.failed(Origin::Config(i), err),
             // A source that ended sends nothing more: what it sent is complete.
-            Input::RegistryEnded(i, reason) => {
-                self.batch.settled(Origin::Registry(i));
-                self.ended(|m| &mut m.stores[i].state, reason);
-            }
-            Input::ConfigEnded(i, reason) => {
-                self.batch.settled(Origin::Config(i));
-                self.ended(|m| &mut m.config_stores[i].state, reason);
+            Input::Ended(origin, reason) => {
+                self.batch.settled(origin);
+                self.ended(origin, reason);
             }
         }
         self.publish_status();
@@ -117,16 +112,16 @@ impl Runner {
     }
 
     /// An error item: recorded before the handlers hear of it, as changes are.
-    fn failed(&mut self, state: impl FnOnce(&mut Model) -> &mut SourceState, err: RegistryError) {
-        let state = state(&mut self.model);
+    fn failed(&mut self, origin: Origin, err: RegistryError) {
+        let state = self.model.state_mut(origin);
         state.events += 1;
         state.fail(err.clone());
         let id = state.id.clone();
         self.handlers.iter_mut().for_each(|h| h.on_error(&id, &err));
     }
 
-    fn ended(&mut self, state: impl FnOnce(&mut Model) -> &mut SourceState, reason: String) {
-        let state = state(&mut self.model);
+    fn ended(&mut self, origin: Origin, reason: String) {
+        let state = self.model.state_mut(origin);
         let err = RegistryError::Unavailable {
             origin: format!("source {}", state.id),
             detail: reason,
