@@ -19,6 +19,14 @@
 //! validated again, applied to a per-source store, told to the handlers, debounced with
 //! registry changes, and published in the same snapshot, so routes and the services they name
 //! change together.
+//!
+//! **One path for every source.** Registries and configuration sources are the same
+//! [`Source`](wayfinder_registry::Source) contract over different items, and the aggregate
+//! treats them alike: each runs in the one forwarder (`forward`), its items reach the task
+//! as one `Input` vocabulary, and it has one store (`source::Store`, with the item's
+//! `Contents`) and one status ([`SourceStatus`](crate::snapshot::SourceStatus)). Only what
+//! the items mean differs: registrations are merged into services, configuration objects into
+//! the traffic configuration.
 
 mod build;
 mod config_store;
@@ -46,9 +54,10 @@ pub use store::{Change, ChangeKind};
 use crate::metrics::ModelMetrics;
 use crate::snapshot::{SnapshotReader, published};
 use build::Model;
-use config_store::ConfigStore;
+use config_store::ConfigObjects;
 use runner::Runner;
-use store::Store;
+use source::Store;
+use store::Services;
 
 /// Aggregate settings.
 #[derive(Clone, Copy, Debug)]
@@ -170,12 +179,13 @@ impl Aggregate {
         let stores = self
             .registries
             .iter()
-            .map(|r| Store::new(r.id().clone()))
+            .enumerate()
+            .map(|(index, r)| Store::new(r.id().clone(), Services::new(index)))
             .collect();
         let config_stores = self
             .config_sources
             .iter()
-            .map(|s| ConfigStore::new(s.id().clone()))
+            .map(|s| Store::new(s.id().clone(), ConfigObjects::default()))
             .collect();
         let (publisher, reader) = published();
         let (tx, rx) = mpsc::channel(1024);

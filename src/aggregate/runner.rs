@@ -9,9 +9,10 @@ use tokio_util::sync::CancellationToken;
 use wayfinder_registry::RegistryError;
 
 use super::build::{Dirty, Model};
+use super::source::Store;
 use super::{Handler, Input, Origin, Received, Settings, debounce};
 use crate::metrics::ModelMetrics;
-use crate::snapshot::{Health, Publisher, Snapshot, SourceStatuses};
+use crate::snapshot::{Health, Holds, Publisher, Snapshot, SourceStatuses};
 
 pub(super) struct Runner {
     pub(super) model: Model,
@@ -57,13 +58,13 @@ impl Runner {
             }
             Input::Item(i, Received::Registry(Ok(event))) => {
                 let store = &mut self.model.stores[i];
-                let (changes, refused) = store.apply(i, event);
+                let (changes, refused) = store.apply(event);
                 let id = store.state.id.clone();
                 for err in &refused {
                     self.handlers.iter_mut().for_each(|h| h.on_error(&id, err));
                 }
                 for change in &changes {
-                    let current = self.model.stores[i].services.get(&change.key);
+                    let current = self.model.stores[i].contents.services.get(&change.key);
                     self.handlers
                         .iter_mut()
                         .for_each(|h| h.on_change(&id, change, current));
@@ -81,7 +82,8 @@ impl Runner {
                     self.handlers.iter_mut().for_each(|h| h.on_error(&id, err));
                 }
                 for key in &changed {
-                    let current = self.model.config_stores[i].objects.get(key).map(|o| &**o);
+                    let current = self.model.config_stores[i].contents.objects.get(key);
+                    let current = current.map(|o| &**o);
                     self.handlers
                         .iter_mut()
                         .for_each(|h| h.on_config(&id, key, current));
@@ -194,30 +196,22 @@ impl Runner {
     }
 
     pub(super) fn publish_status(&self) {
-        let registries: Vec<_> = self
-            .model
-            .stores
-            .iter()
-            .map(|s| s.state.registry_status(s.services.len(), s.endpoints))
-            .collect();
-        let config_sources = self
-            .model
-            .config_stores
-            .iter()
-            .map(|s| s.state.config_status(s.objects.len(), s.refused()))
-            .collect();
+        let registries: Vec<_> = self.model.stores.iter().map(Store::status).collect();
+        let config_sources = self.model.config_stores.iter().map(Store::status).collect();
         let m = &self.metrics;
         for st in &registries {
-            let label = ModelMetrics::registry_label(st.registry.as_str());
+            let label = ModelMetrics::registry_label(st.id.as_str());
             m.registry_synced
                 .get_or_create(&label)
                 .set(i64::from(st.synced));
             m.registry_degraded
                 .get_or_create(&label)
                 .set(i64::from(st.health != Health::Healthy));
-            m.registry_services
-                .get_or_create(&label)
-                .set(i64::try_from(st.services).unwrap_or(i64::MAX));
+            if let Holds::Services { services, .. } = st.holds {
+                m.registry_services
+                    .get_or_create(&label)
+                    .set(i64::try_from(services).unwrap_or(i64::MAX));
+            }
         }
         self.publisher.set_statuses(SourceStatuses {
             registries,

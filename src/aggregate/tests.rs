@@ -12,10 +12,10 @@ use wayfinder_registry::{
 };
 
 use super::*;
-use crate::snapshot::{ErrorRecord, Health, RegistryStatus, Snapshot};
+use crate::snapshot::{ErrorRecord, Health, Snapshot, SourceStatus};
 
 /// Each registry's status, as `/debug/registryz` shows it.
-fn registries(handle: &SnapshotReader) -> Vec<RegistryStatus> {
+fn registries(handle: &SnapshotReader) -> Vec<SourceStatus> {
     handle.statuses().registries.clone()
 }
 
@@ -326,8 +326,8 @@ async fn refused_registrations_and_errors_keep_the_last_good_state() {
 /// Waits (on virtual time) until the registry statuses satisfy `done`.
 async fn eventually(
     handle: &SnapshotReader,
-    done: impl Fn(&[RegistryStatus]) -> bool,
-) -> Vec<RegistryStatus> {
+    done: impl Fn(&[SourceStatus]) -> bool,
+) -> Vec<SourceStatus> {
     for _ in 0..10_000 {
         let status = registries(handle);
         if done(&status) {
