@@ -12,10 +12,12 @@
 //!   is accepted with a warning that wayfinder does not act on it (as are fields the types
 //!   read but [`validate`] says are not supported yet), one nobody defines (a typo) rejects
 //!   its object.
-//! - **The contract of their sources.** A [`ConfigSource`] (a watched directory, the
-//!   Kubernetes API) produces a stream of [`ConfigEvent`]s with the same contract as a
-//!   registry's [`Event`]s: the first item is a `Reset`, errors are items, a rejected object
-//!   keeps its last good version.
+//! - **The contract of their sources.** A [`ConfigObject`] is an [`Item`] of the one source
+//!   contract (its key a [`ConfigKey`]), so a [`ConfigSource`] (a watched directory, the
+//!   Kubernetes API) is a [`Source`] of them and its [`ConfigEvent`]s are the contract's
+//!   [`Event`]s, with the rules written there: the first item is a `Reset`, errors are items,
+//!   what a source refuses now travels as `Refused`, a rejected object keeps its last good
+//!   version.
 //! - **Reading.** [`documents`] splits a file (or an API object's JSON) into documents and
 //!   deserializes each into a typed object, with errors that carry the path, document number
 //!   and line; one bad document never costs another.
