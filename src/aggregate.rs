@@ -22,6 +22,14 @@
 //! validated again, applied to a per-source store, told to the handlers, debounced with
 //! registry changes, and published in the same snapshot, so routes and the services they name
 //! change together.
+//!
+//! **One path for every source.** Registries and configuration sources are the same
+//! [`Source`](wayfinder_registry::Source) contract over different items, and the aggregate
+//! treats them alike: each runs in the one forwarder (`forward`), its items reach the task
+//! as one `Input` vocabulary, and it has one store (`source::Store`, with the item's
+//! `Contents`) and one status ([`SourceStatus`](crate::snapshot::SourceStatus)). Only what
+//! the items mean differs: registrations are merged into services, configuration objects into
+//! the traffic configuration.
 
 mod build;
 mod config_store;
@@ -38,8 +46,8 @@ use std::time::Duration;
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use wayfinder_config::{ConfigEvent, ConfigSource};
-use wayfinder_registry::{Event, Registry, RegistryError, RegistryId};
+use wayfinder_config::{ConfigEvent, ConfigObject, ConfigSource};
+use wayfinder_registry::{Event, Item, Registration, Registry, RegistryError};
 
 pub use build::{Replay, snapshot_from, snapshot_with_config};
 pub use debounce::Debounce;
@@ -49,9 +57,10 @@ pub use store::{Change, ChangeKind};
 use crate::metrics::ModelMetrics;
 use crate::snapshot::{SnapshotReader, published};
 use build::Model;
-use config_store::ConfigStore;
+use config_store::ConfigObjects;
 use runner::Runner;
-use store::Store;
+use source::Store;
+use store::Services;
 
 /// Aggregate settings.
 #[derive(Clone, Copy, Debug)]
@@ -80,15 +89,25 @@ pub struct Aggregate {
     metrics: Arc<ModelMetrics>,
 }
 
-/// An item from one of the sources, by position.
+/// What the task forwarding a source's stream tells the aggregate: one vocabulary for every
+/// source, whatever it carries.
 enum Input {
-    Registry(usize, Result<Event, RegistryError>),
-    RegistryEnded(usize, String),
-    Config(usize, Result<ConfigEvent, RegistryError>),
-    ConfigEnded(usize, String),
+    /// An item of the stream of the source at this position among those of its kind.
+    Item(usize, Received),
+    /// The source's stream ended (or its adapter panicked), for this reason.
+    Ended(Origin, String),
     /// The source has nothing more ready: the items it sent since its last `Settled` are one
     /// complete change (see [`forward`]).
     Settled(Origin),
+}
+
+/// An item of a source's stream, by what the source carries: the one place the two kinds
+/// differ on the channel.
+enum Received {
+    /// A registry's.
+    Registry(Result<Event<Registration>, RegistryError>),
+    /// A configuration source's.
+    Config(Result<ConfigEvent, RegistryError>),
 }
 
 /// Which source an item came from: its kind and its position among the sources of that kind.
@@ -96,6 +115,34 @@ enum Input {
 enum Origin {
     Registry(usize),
     Config(usize),
+}
+
+/// What the aggregate runs sources of: how a source of `Self` is named on the channel.
+trait Carried: Item {
+    /// The `index`th source of this kind.
+    fn origin(index: usize) -> Origin;
+    /// One of its items.
+    fn received(item: Result<Event<Self>, RegistryError>) -> Received;
+}
+
+impl Carried for Registration {
+    fn origin(index: usize) -> Origin {
+        Origin::Registry(index)
+    }
+
+    fn received(item: Result<Event<Self>, RegistryError>) -> Received {
+        Received::Registry(item)
+    }
+}
+
+impl Carried for Arc<ConfigObject> {
+    fn origin(index: usize) -> Origin {
+        Origin::Config(index)
+    }
+
+    fn received(item: Result<Event<Self>, RegistryError>) -> Received {
+        Received::Config(item)
+    }
 }
 
 impl Aggregate {
@@ -135,36 +182,25 @@ impl Aggregate {
         let stores = self
             .registries
             .iter()
-            .map(|r| Store::new(r.id().clone()))
+            .enumerate()
+            .map(|(index, r)| Store::new(r.id().clone(), Services::new(index)))
             .collect();
         let config_stores = self
             .config_sources
             .iter()
-            .map(|s| ConfigStore::new(RegistryId::new(s.name())))
+            .map(|s| Store::new(s.id().clone(), ConfigObjects::default()))
             .collect();
         let (publisher, reader) = published();
         let (tx, rx) = mpsc::channel(1024);
         for (index, registry) in self.registries.into_iter().enumerate() {
             let token = shutdown.child_token();
-            let ended = move |reason| Input::RegistryEnded(index, reason);
-            tokio::spawn(forward(
-                move || registry.watch(token),
-                move |item| Input::Registry(index, item),
-                Origin::Registry(index),
-                ended,
-                tx.clone(),
-            ));
+            let watch = move || registry.watch(token);
+            tokio::spawn(forward::<Registration, _>(index, watch, tx.clone()));
         }
         for (index, source) in self.config_sources.into_iter().enumerate() {
             let token = shutdown.child_token();
-            let ended = move |reason| Input::ConfigEnded(index, reason);
-            tokio::spawn(forward(
-                move || source.watch(token),
-                move |item| Input::Config(index, item),
-                Origin::Config(index),
-                ended,
-                tx.clone(),
-            ));
+            let watch = move || source.watch(token);
+            tokio::spawn(forward::<Arc<ConfigObject>, _>(index, watch, tx.clone()));
         }
         let runner = Runner {
             model: Model::new(stores, config_stores),
@@ -181,22 +217,21 @@ impl Aggregate {
     }
 }
 
-/// Feeds one source's stream to the aggregate and reports how it ended, panics included.
+/// Feeds the stream of the `index`th source of `T`s to the aggregate and reports how it
+/// ended, panics included: the one loop every source runs in, whatever it carries.
 ///
 /// Items the stream yields without waiting in between are one change: after forwarding them,
 /// when the stream has nothing more ready, it sends `Input::Settled(origin)` (see
 /// [`debounce`]). A source that applies one edit as several items (a config file's Upsert and
 /// Removes) thus has them published together.
-async fn forward<S, T>(
+async fn forward<T: Carried, S>(
+    index: usize,
     watch: impl FnOnce() -> S + Send + 'static,
-    item: impl Fn(T) -> Input + Send + 'static,
-    origin: Origin,
-    ended: impl FnOnce(String) -> Input,
     tx: mpsc::Sender<Input>,
 ) where
-    S: Stream<Item = T> + Unpin + Send + 'static,
-    T: Send + 'static,
+    S: Stream<Item = Result<Event<T>, RegistryError>> + Unpin + Send + 'static,
 {
+    let origin = T::origin(index);
     let items = tx.clone();
     let task = tokio::spawn(async move {
         let mut stream = watch();
@@ -204,7 +239,8 @@ async fn forward<S, T>(
             // One change: this item and every one the stream has ready after it.
             let mut next = first;
             loop {
-                if items.send(item(next)).await.is_err() {
+                let item = Input::Item(index, T::received(next));
+                if items.send(item).await.is_err() {
                     return;
                 }
                 match ready_now(&mut stream) {
@@ -223,7 +259,7 @@ async fn forward<S, T>(
         Err(err) if err.is_panic() => "the source's adapter panicked".to_string(),
         Err(err) => err.to_string(),
     };
-    let _ = tx.send(ended(reason)).await;
+    let _ = tx.send(Input::Ended(origin, reason)).await;
 }
 
 /// The stream's next item if it is ready now (`Some(None)`: the stream ended), else `None`.

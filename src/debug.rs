@@ -121,14 +121,9 @@ async fn ready(State(d): State<Debug>) -> Response {
         }
         let degraded: Vec<String> = registries
             .iter()
-            .filter(|r| r.health == Health::Degraded)
-            .map(|r| r.registry.to_string())
-            .chain(
-                configs
-                    .iter()
-                    .filter(|c| c.health == Health::Degraded)
-                    .map(|c| c.source.to_string()),
-            )
+            .chain(configs)
+            .filter(|s| s.health == Health::Degraded)
+            .map(|s| s.id.to_string())
             .collect();
         if degraded.is_empty() {
             return (StatusCode::OK, "ready\n").into_response();
@@ -141,14 +136,9 @@ async fn ready(State(d): State<Debug>) -> Response {
     }
     let waiting: Vec<String> = registries
         .iter()
-        .filter(|r| !r.synced)
-        .map(|r| r.registry.to_string())
-        .chain(
-            configs
-                .iter()
-                .filter(|c| !c.synced)
-                .map(|c| c.source.to_string()),
-        )
+        .chain(configs)
+        .filter(|s| !s.synced)
+        .map(|s| s.id.to_string())
         .collect();
     (
         StatusCode::SERVICE_UNAVAILABLE,
@@ -176,7 +166,7 @@ async fn registryz(State(d): State<Debug>) -> Json<Value> {
             let services: Vec<Value> = snapshot
                 .sources
                 .iter()
-                .find(|s| s.registry == status.registry)
+                .find(|s| s.registry == status.id)
                 .map(|s| {
                     s.services
                         .values()

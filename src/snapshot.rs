@@ -23,7 +23,7 @@ use wayfinder_registry::{Endpoint, Registration, RegistryId, Resolution, Service
 
 pub use config::TrafficConfig;
 pub use publish::{Publisher, SnapshotReader, SourceStatuses, published};
-pub use status::{ConfigSourceStatus, ErrorRecord, Health, RegistryStatus};
+pub use status::{ErrorRecord, Health, Holds, SourceStatus};
 pub use visibility::Visible;
 
 /// An immutable view of every service, as of one moment.

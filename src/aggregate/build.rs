@@ -6,15 +6,16 @@ use std::sync::Arc;
 use wayfinder_config::{ConfigEvent, ConfigObject};
 use wayfinder_registry::{Event, Registration, RegistryError, RegistryId, ServiceKey};
 
-use super::config_store::ConfigStore;
-use super::merge;
-use super::store::Store;
+use super::config_store::ConfigObjects;
+use super::source::{SourceState, Store};
+use super::store::Services;
+use super::{Origin, merge};
 use crate::snapshot::{Conflict, InvariantError, Snapshot, Source, TrafficConfig};
 
 /// Every source's store, and what merging them found so far.
 pub(super) struct Model {
-    pub(super) stores: Vec<Store>,
-    pub(super) config_stores: Vec<ConfigStore>,
+    pub(super) stores: Vec<Store<Services>>,
+    pub(super) config_stores: Vec<Store<ConfigObjects>>,
     conflicts: BTreeMap<ServiceKey, Vec<Conflict>>,
     sources: Vec<Arc<BTreeMap<ServiceKey, Registration>>>,
 }
@@ -36,12 +37,23 @@ impl Dirty {
 }
 
 impl Model {
-    pub(super) fn new(stores: Vec<Store>, config_stores: Vec<ConfigStore>) -> Self {
+    pub(super) fn new(
+        stores: Vec<Store<Services>>,
+        config_stores: Vec<Store<ConfigObjects>>,
+    ) -> Self {
         Self {
             stores,
             config_stores,
             conflicts: BTreeMap::new(),
             sources: Vec::new(),
+        }
+    }
+
+    /// The stream state of the source at `origin`.
+    pub(super) fn state_mut(&mut self, origin: Origin) -> &mut SourceState {
+        match origin {
+            Origin::Registry(i) => &mut self.stores[i].state,
+            Origin::Config(i) => &mut self.config_stores[i].state,
         }
     }
 
@@ -72,7 +84,7 @@ impl Model {
             let contributions: Vec<(&RegistryId, &Registration)> = self
                 .stores
                 .iter()
-                .filter_map(|s| s.services.get(key).map(|r| (&s.state.id, r)))
+                .filter_map(|s| s.contents.services.get(key).map(|r| (&s.state.id, r)))
                 .collect();
             if contributions.is_empty() {
                 services.remove(key);
@@ -105,7 +117,7 @@ impl Model {
         let conflicts = self.conflicts.values().flatten().cloned().collect();
         let config = if dirty_config {
             Arc::new(TrafficConfig::merge(
-                self.config_stores.iter().map(|s| &s.objects),
+                self.config_stores.iter().map(|s| &s.contents.objects),
             ))
         } else {
             current.config.clone()
@@ -134,7 +146,7 @@ impl Model {
             .resize_with(self.stores.len(), Default::default);
         for (store, source) in self.stores.iter_mut().zip(self.sources.iter_mut()) {
             if store.changed {
-                *source = Arc::new(store.services.clone());
+                *source = Arc::new(store.contents.services.clone());
                 store.changed = false;
             }
         }
@@ -161,12 +173,12 @@ pub fn snapshot_with_config(
         ..Dirty::default()
     };
     for (index, (id, registrations)) in sources.into_iter().enumerate() {
-        let mut store = Store::new(id);
-        let (changes, _refused) = store.apply(index, Event::Reset(registrations));
+        let mut store = Store::new(id, Services::new(index));
+        let (changes, _refused) = store.apply(Event::Reset(registrations));
         dirty.services.extend(changes.into_iter().map(|c| c.key));
         stores.push(store);
     }
-    let mut config_store = ConfigStore::new(RegistryId::new("config"));
+    let mut config_store = Store::new(RegistryId::new("config"), ConfigObjects::default());
     config_store.apply(ConfigEvent::Reset(
         config.into_iter().map(Arc::new).collect(),
     ));
@@ -188,7 +200,11 @@ pub struct Replay {
 impl Replay {
     /// Registries in precedence order, none synced yet; the current snapshot is the empty one.
     pub fn new(registries: Vec<RegistryId>) -> Self {
-        let stores = registries.into_iter().map(Store::new).collect();
+        let stores = registries
+            .into_iter()
+            .enumerate()
+            .map(|(index, id)| Store::new(id, Services::new(index)))
+            .collect();
         Self {
             model: Model::new(stores, Vec::new()),
             dirty: Dirty::default(),
@@ -203,7 +219,7 @@ impl Replay {
     ///
     /// If `registry` is not the position of one of the registries given to [`Replay::new`].
     pub fn apply(&mut self, registry: usize, event: Event) -> Vec<RegistryError> {
-        let (changes, refused) = self.model.stores[registry].apply(registry, event);
+        let (changes, refused) = self.model.stores[registry].apply(event);
         self.dirty
             .services
             .extend(changes.into_iter().map(|c| c.key));

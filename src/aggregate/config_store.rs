@@ -3,43 +3,24 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, Refusal, validate};
+use wayfinder_config::{ConfigKey, ConfigObject, Refusal, validate};
 use wayfinder_registry::{RegistryError, RegistryId};
 
-use super::source::SourceState;
+use super::source::{Applied, Contents};
+use crate::snapshot::Holds;
 
 /// One configuration source's objects as the aggregate holds them: only objects that passed
 /// validation. Sources validate too (and can say where an object came from); checking again
-/// here keeps the invariant whatever a source does.
-pub(crate) struct ConfigStore {
-    pub(crate) state: SourceState,
+/// here keeps the invariant whatever a source does. The configuration objects' [`Contents`]
+/// of a [`Store`](super::source::Store).
+#[derive(Default)]
+pub(crate) struct ConfigObjects {
     pub(crate) objects: BTreeMap<ConfigKey, Arc<ConfigObject>>,
-    /// What the source says it refuses now ([`ConfigEvent::Refused`]).
-    source_refused: Arc<[Refusal]>,
     /// Objects the source sent that fail validation here, by key, until replaced or removed.
     own_refused: BTreeMap<ConfigKey, Refusal>,
 }
 
-impl ConfigStore {
-    pub(crate) fn new(id: RegistryId) -> Self {
-        Self {
-            state: SourceState::new(id),
-            objects: BTreeMap::new(),
-            source_refused: Arc::from([]),
-            own_refused: BTreeMap::new(),
-        }
-    }
-
-    /// Everything refused now: what the source refuses, then what the aggregate refused of
-    /// what it sent.
-    pub(crate) fn refused(&self) -> Arc<[Refusal]> {
-        if self.own_refused.is_empty() {
-            return self.source_refused.clone();
-        }
-        let own = self.own_refused.values();
-        self.source_refused.iter().chain(own).cloned().collect()
-    }
-
+impl ConfigObjects {
     /// Records the outcome of checking `object`: its refusal, or none.
     fn judged(&mut self, key: &ConfigKey, object: &ConfigObject, err: Option<&RegistryError>) {
         match err {
@@ -51,71 +32,75 @@ impl ConfigStore {
             }
         }
     }
+}
 
-    /// Applies one event; returns the keys whose object changed and the objects refused.
-    pub(crate) fn apply(&mut self, event: ConfigEvent) -> (Vec<ConfigKey>, Vec<RegistryError>) {
-        let mut changed = Vec::new();
-        let mut refused = Vec::new();
-        match event {
-            ConfigEvent::Reset(objects) => {
-                self.state.synced = true;
-                self.source_refused = Arc::from([]);
-                self.own_refused.clear();
-                let mut next = BTreeMap::new();
-                for object in objects {
-                    let key = object.key();
-                    let checked = check(&object);
-                    self.judged(&key, &object, checked.as_ref().err());
-                    match checked {
-                        Ok(()) => {
-                            next.insert(key, object);
-                        }
-                        Err(err) => {
-                            refused.push(err);
-                            if let Some(old) = self.objects.get(&key) {
-                                next.insert(key, old.clone());
-                            }
-                        }
-                    }
-                }
-                changed.extend(
-                    self.objects
-                        .keys()
-                        .filter(|k| !next.contains_key(*k))
-                        .cloned(),
-                );
-                changed.extend(
-                    next.iter()
-                        .filter(|(k, o)| self.objects.get(*k) != Some(*o))
-                        .map(|(k, _)| k.clone()),
-                );
-                self.objects = next;
-            }
-            ConfigEvent::Upsert(object) => match check(&object) {
+impl Contents for ConfigObjects {
+    type Item = Arc<ConfigObject>;
+    type Change = ConfigKey;
+
+    fn reset(&mut self, _: &RegistryId, objects: Vec<Arc<ConfigObject>>, out: &mut Applied<Self>) {
+        self.own_refused.clear();
+        let mut next = BTreeMap::new();
+        for object in objects {
+            let key = object.key();
+            let checked = check(&object);
+            self.judged(&key, &object, checked.as_ref().err());
+            match checked {
                 Ok(()) => {
-                    let key = object.key();
-                    self.judged(&key, &object, None);
-                    if self.objects.get(&key) != Some(&object) {
-                        changed.push(key.clone());
-                        self.objects.insert(key, object);
-                    }
+                    next.insert(key, object);
                 }
                 Err(err) => {
-                    self.judged(&object.key(), &object, Some(&err));
-                    refused.push(err);
-                }
-            },
-            ConfigEvent::Remove(key) => {
-                self.own_refused.remove(&key);
-                if self.objects.remove(&key).is_some() {
-                    changed.push(key);
+                    out.refused.push(err);
+                    if let Some(old) = self.objects.get(&key) {
+                        next.insert(key, old.clone());
+                    }
                 }
             }
-            ConfigEvent::Refused(list) => self.source_refused = list.into(),
-            ConfigEvent::Recovered => {}
         }
-        self.state.settle(&refused);
-        (changed, refused)
+        out.changes.extend(
+            self.objects
+                .keys()
+                .filter(|k| !next.contains_key(*k))
+                .cloned(),
+        );
+        out.changes.extend(
+            next.iter()
+                .filter(|(k, o)| self.objects.get(*k) != Some(*o))
+                .map(|(k, _)| k.clone()),
+        );
+        self.objects = next;
+    }
+
+    fn upsert(&mut self, _: &RegistryId, object: Arc<ConfigObject>, out: &mut Applied<Self>) {
+        match check(&object) {
+            Ok(()) => {
+                let key = object.key();
+                self.judged(&key, &object, None);
+                if self.objects.get(&key) != Some(&object) {
+                    out.changes.push(key.clone());
+                    self.objects.insert(key, object);
+                }
+            }
+            Err(err) => {
+                self.judged(&object.key(), &object, Some(&err));
+                out.refused.push(err);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: ConfigKey, out: &mut Applied<Self>) {
+        self.own_refused.remove(&key);
+        if self.objects.remove(&key).is_some() {
+            out.changes.push(key);
+        }
+    }
+
+    fn refused(&self) -> Vec<Refusal> {
+        self.own_refused.values().cloned().collect()
+    }
+
+    fn holds(&self) -> Holds {
+        Holds::Objects(self.objects.len())
     }
 }
 
@@ -161,9 +146,10 @@ fn check(object: &ConfigObject) -> Result<(), RegistryError> {
 
 #[cfg(test)]
 mod tests {
-    use wayfinder_config::{ConfigMeta, ConfigSpec, DestinationRule};
+    use wayfinder_config::{ConfigEvent, ConfigMeta, ConfigSpec, DestinationRule};
 
     use super::*;
+    use crate::aggregate::source::Store;
 
     fn rule(name: &str, host: &str) -> Arc<ConfigObject> {
         Arc::new(ConfigObject {
@@ -200,7 +186,7 @@ mod tests {
 
     #[test]
     fn the_refused_list_is_the_sources_and_what_the_store_refused_until_fixed() {
-        let mut store = ConfigStore::new(RegistryId::new("config-dir"));
+        let mut store = Store::new(RegistryId::new("config-dir"), ConfigObjects::default());
         store.apply(ConfigEvent::Reset(vec![rule("good", "reviews")]));
         assert!(store.refused().is_empty());
 

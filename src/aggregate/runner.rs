@@ -9,10 +9,10 @@ use tokio_util::sync::CancellationToken;
 use wayfinder_registry::RegistryError;
 
 use super::build::{Dirty, Model};
-use super::source::SourceState;
-use super::{Handler, Input, Origin, Settings, debounce};
+use super::source::Store;
+use super::{Handler, Input, Origin, Received, Settings, debounce};
 use crate::metrics::ModelMetrics;
-use crate::snapshot::{Health, Publisher, Snapshot, SourceStatuses};
+use crate::snapshot::{Health, Holds, Publisher, Snapshot, SourceStatuses};
 
 pub(super) struct Runner {
     pub(super) model: Model,
@@ -56,15 +56,15 @@ impl Runner {
                 self.batch.settled(origin);
                 return;
             }
-            Input::Registry(i, Ok(event)) => {
+            Input::Item(i, Received::Registry(Ok(event))) => {
                 let store = &mut self.model.stores[i];
-                let (changes, refused) = store.apply(i, event);
+                let (changes, refused) = store.apply(event);
                 let id = store.state.id.clone();
                 for err in &refused {
                     self.handlers.iter_mut().for_each(|h| h.on_error(&id, err));
                 }
                 for change in &changes {
-                    let current = self.model.stores[i].services.get(&change.key);
+                    let current = self.model.stores[i].contents.services.get(&change.key);
                     self.handlers
                         .iter_mut()
                         .for_each(|h| h.on_change(&id, change, current));
@@ -74,7 +74,7 @@ impl Runner {
                     self.record(Origin::Registry(i));
                 }
             }
-            Input::Config(i, Ok(event)) => {
+            Input::Item(i, Received::Config(Ok(event))) => {
                 let store = &mut self.model.config_stores[i];
                 let (changed, refused) = store.apply(event);
                 let id = store.state.id.clone();
@@ -82,7 +82,8 @@ impl Runner {
                     self.handlers.iter_mut().for_each(|h| h.on_error(&id, err));
                 }
                 for key in &changed {
-                    let current = self.model.config_stores[i].objects.get(key).map(|o| &**o);
+                    let current = self.model.config_stores[i].contents.objects.get(key);
+                    let current = current.map(|o| &**o);
                     self.handlers
                         .iter_mut()
                         .for_each(|h| h.on_config(&id, key, current));
@@ -92,16 +93,12 @@ impl Runner {
                     self.record(Origin::Config(i));
                 }
             }
-            Input::Registry(i, Err(err)) => self.failed(|m| &mut m.stores[i].state, err),
-            Input::Config(i, Err(err)) => self.failed(|m| &mut m.config_stores[i].state, err),
+            Input::Item(i, Received::Registry(Err(err))) => self.failed(Origin::Registry(i), err),
+            Input::Item(i, Received::Config(Err(err))) => self.failed(Origin::Config(i), err),
             // A source that ended sends nothing more: what it sent is complete.
-            Input::RegistryEnded(i, reason) => {
-                self.batch.settled(Origin::Registry(i));
-                self.ended(|m| &mut m.stores[i].state, reason);
-            }
-            Input::ConfigEnded(i, reason) => {
-                self.batch.settled(Origin::Config(i));
-                self.ended(|m| &mut m.config_stores[i].state, reason);
+            Input::Ended(origin, reason) => {
+                self.batch.settled(origin);
+                self.ended(origin, reason);
             }
         }
         self.publish_status();
@@ -117,16 +114,16 @@ impl Runner {
     }
 
     /// An error item: recorded before the handlers hear of it, as changes are.
-    fn failed(&mut self, state: impl FnOnce(&mut Model) -> &mut SourceState, err: RegistryError) {
-        let state = state(&mut self.model);
+    fn failed(&mut self, origin: Origin, err: RegistryError) {
+        let state = self.model.state_mut(origin);
         state.events += 1;
         state.fail(err.clone());
         let id = state.id.clone();
         self.handlers.iter_mut().for_each(|h| h.on_error(&id, &err));
     }
 
-    fn ended(&mut self, state: impl FnOnce(&mut Model) -> &mut SourceState, reason: String) {
-        let state = state(&mut self.model);
+    fn ended(&mut self, origin: Origin, reason: String) {
+        let state = self.model.state_mut(origin);
         let err = RegistryError::Unavailable {
             origin: format!("source {}", state.id),
             detail: reason,
@@ -194,30 +191,22 @@ impl Runner {
     }
 
     pub(super) fn publish_status(&self) {
-        let registries: Vec<_> = self
-            .model
-            .stores
-            .iter()
-            .map(|s| s.state.registry_status(s.services.len(), s.endpoints))
-            .collect();
-        let config_sources = self
-            .model
-            .config_stores
-            .iter()
-            .map(|s| s.state.config_status(s.objects.len(), s.refused()))
-            .collect();
+        let registries: Vec<_> = self.model.stores.iter().map(Store::status).collect();
+        let config_sources = self.model.config_stores.iter().map(Store::status).collect();
         let m = &self.metrics;
         for st in &registries {
-            let label = ModelMetrics::registry_label(st.registry.as_str());
+            let label = ModelMetrics::registry_label(st.id.as_str());
             m.registry_synced
                 .get_or_create(&label)
                 .set(i64::from(st.synced));
             m.registry_degraded
                 .get_or_create(&label)
                 .set(i64::from(st.health != Health::Healthy));
-            m.registry_services
-                .get_or_create(&label)
-                .set(i64::try_from(st.services).unwrap_or(i64::MAX));
+            if let Holds::Services { services, .. } = st.holds {
+                m.registry_services
+                    .get_or_create(&label)
+                    .set(i64::try_from(services).unwrap_or(i64::MAX));
+            }
         }
         self.publisher.set_statuses(SourceStatuses {
             registries,

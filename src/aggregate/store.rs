@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use wayfinder_registry::{Event, Registration, RegistryError, RegistryId, ServiceKey};
+use wayfinder_registry::{Registration, RegistryError, RegistryId, ServiceKey};
 
-use super::source::SourceState;
+use super::source::{Applied, Contents};
+use crate::snapshot::Holds;
 
 /// What one event did to one service of one registry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,66 +36,48 @@ pub enum ChangeKind {
 
 /// One registry's services as the aggregate holds them: only registrations that passed
 /// validation. A registration that fails leaves the service's previous good state in place.
-pub(crate) struct Store {
-    pub(crate) state: SourceState,
+/// The registrations' [`Contents`] of a [`Store`](super::source::Store).
+pub(crate) struct Services {
+    /// Position of the registry in `--registries` order, for [`Change::registry`].
+    index: usize,
     pub(crate) services: BTreeMap<ServiceKey, Registration>,
     /// The endpoints of `services`, counted as they change: the status is published after
     /// every item, and summing them each time made an ingest of N services cost O(N²).
     pub(crate) endpoints: usize,
-    /// Set whenever `services` changes; cleared when a snapshot copies them.
-    pub(crate) changed: bool,
 }
 
-impl Store {
-    pub(crate) fn new(id: RegistryId) -> Self {
+impl Services {
+    pub(crate) fn new(index: usize) -> Self {
         Self {
-            state: SourceState::new(id),
+            index,
             services: BTreeMap::new(),
             endpoints: 0,
-            changed: false,
         }
     }
 
-    /// Applies one event; returns the changes and the registrations refused by validation.
-    pub(crate) fn apply(
+    fn change(&self, key: ServiceKey, kind: ChangeKind) -> Change {
+        Change {
+            registry: self.index,
+            key,
+            kind,
+        }
+    }
+}
+
+impl Contents for Services {
+    type Item = Registration;
+    type Change = Change;
+
+    fn reset(
         &mut self,
-        index: usize,
-        event: Event,
-    ) -> (Vec<Change>, Vec<RegistryError>) {
-        let mut applied = Applied {
-            index,
-            changes: Vec::new(),
-            refused: Vec::new(),
-        };
-        match event {
-            Event::Reset(registrations) => self.reset(registrations, &mut applied),
-            Event::Upsert(reg) => self.upsert(reg, &mut applied),
-            Event::Remove(key) => self.remove(key, &mut applied),
-            Event::Batch { removes, upserts } => {
-                applied.changes.reserve(removes.len() + upserts.len());
-                for key in removes {
-                    self.remove(key, &mut applied);
-                }
-                for reg in upserts {
-                    self.upsert(reg, &mut applied);
-                }
-            }
-            Event::Recovered => {}
-        }
-        let Applied {
-            changes, refused, ..
-        } = applied;
-        self.changed |= !changes.is_empty();
-        self.state.settle(&refused);
-        (changes, refused)
-    }
-
-    fn reset(&mut self, registrations: Vec<Registration>, applied: &mut Applied) {
-        self.state.synced = true;
+        id: &RegistryId,
+        registrations: Vec<Registration>,
+        applied: &mut Applied<Self>,
+    ) {
         let mut next = BTreeMap::new();
         for reg in registrations {
             let key = reg.key();
-            match self.check(reg) {
+            match check(id, reg) {
                 Ok(reg) => {
                     next.insert(key, reg);
                 }
@@ -107,19 +90,21 @@ impl Store {
             }
         }
         for key in self.services.keys().filter(|k| !next.contains_key(*k)) {
-            applied.change(key.clone(), ChangeKind::Removed);
+            applied
+                .changes
+                .push(self.change(key.clone(), ChangeKind::Removed));
         }
         for (key, reg) in &next {
             if let Some(kind) = classify(self.services.get(key), reg) {
-                applied.change(key.clone(), kind);
+                applied.changes.push(self.change(key.clone(), kind));
             }
         }
         self.services = next;
         self.endpoints = self.services.values().map(|r| r.endpoints.len()).sum();
     }
 
-    fn upsert(&mut self, reg: Registration, applied: &mut Applied) {
-        let reg = match self.check(reg) {
+    fn upsert(&mut self, id: &RegistryId, reg: Registration, applied: &mut Applied<Self>) {
+        let reg = match check(id, reg) {
             Ok(reg) => reg,
             Err(err) => return applied.refused.push(err),
         };
@@ -129,43 +114,32 @@ impl Store {
             if let Some(old) = self.services.insert(key.clone(), reg) {
                 self.endpoints -= old.endpoints.len();
             }
-            applied.change(key, kind);
+            applied.changes.push(self.change(key, kind));
         }
     }
 
-    fn remove(&mut self, key: ServiceKey, applied: &mut Applied) {
+    fn remove(&mut self, key: ServiceKey, applied: &mut Applied<Self>) {
         if let Some(old) = self.services.remove(&key) {
             self.endpoints -= old.endpoints.len();
-            applied.change(key, ChangeKind::Removed);
+            applied.changes.push(self.change(key, ChangeKind::Removed));
         }
     }
 
-    fn check(&self, reg: Registration) -> Result<Registration, RegistryError> {
-        match reg.validate() {
-            Ok(()) => Ok(reg.normalized()),
-            Err(err) => Err(RegistryError::Invalid {
-                origin: format!("registry {}", self.state.id),
-                detail: err.to_string(),
-            }),
+    fn holds(&self) -> Holds {
+        Holds::Services {
+            services: self.services.len(),
+            endpoints: self.endpoints,
         }
     }
 }
 
-/// What one event did so far.
-struct Applied {
-    /// The registry's position, for [`Change::registry`].
-    index: usize,
-    changes: Vec<Change>,
-    refused: Vec<RegistryError>,
-}
-
-impl Applied {
-    fn change(&mut self, key: ServiceKey, kind: ChangeKind) {
-        self.changes.push(Change {
-            registry: self.index,
-            key,
-            kind,
-        });
+fn check(id: &RegistryId, reg: Registration) -> Result<Registration, RegistryError> {
+    match reg.validate() {
+        Ok(()) => Ok(reg.normalized()),
+        Err(err) => Err(RegistryError::Invalid {
+            origin: format!("registry {id}"),
+            detail: err.to_string(),
+        }),
     }
 }
 
@@ -181,7 +155,9 @@ fn classify(old: Option<&Registration>, new: &Registration) -> Option<ChangeKind
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::source::Store;
     use crate::snapshot::Health;
+    use wayfinder_registry::Event;
     use wayfinder_registry::{Endpoint, Protocol, Service};
 
     fn reg(host: &str, port: u16, ips: &[&str]) -> Registration {
@@ -195,62 +171,53 @@ mod tests {
 
     #[test]
     fn classifies_changes_and_ignores_repeats() {
-        let mut store = Store::new(RegistryId::new("Mock"));
-        let (c, _) = store.apply(
-            0,
-            Event::Reset(vec![reg("a", 80, &["10.0.0.1"]), reg("b", 80, &[])]),
-        );
+        let mut store = Store::new(RegistryId::new("Mock"), Services::new(0));
+        let (c, _) = store.apply(Event::Reset(vec![
+            reg("a", 80, &["10.0.0.1"]),
+            reg("b", 80, &[]),
+        ]));
         assert_eq!(
             kinds(&c),
             [("a", ChangeKind::Added), ("b", ChangeKind::Added)]
         );
         assert!(store.state.synced);
 
-        let (c, _) = store.apply(0, Event::Upsert(reg("a", 80, &["10.0.0.1"])));
+        let (c, _) = store.apply(Event::Upsert(reg("a", 80, &["10.0.0.1"])));
         assert!(c.is_empty(), "an identical upsert changes nothing");
-        let (c, _) = store.apply(0, Event::Upsert(reg("a", 80, &["10.0.0.2", "10.0.0.1"])));
+        let (c, _) = store.apply(Event::Upsert(reg("a", 80, &["10.0.0.2", "10.0.0.1"])));
         assert_eq!(kinds(&c), [("a", ChangeKind::EndpointsOnly)]);
-        let (c, _) = store.apply(0, Event::Upsert(reg("a", 81, &["10.0.0.2", "10.0.0.1"])));
+        let (c, _) = store.apply(Event::Upsert(reg("a", 81, &["10.0.0.2", "10.0.0.1"])));
         assert_eq!(kinds(&c), [("a", ChangeKind::Updated)]);
 
-        let (c, _) = store.apply(
-            0,
-            Event::Reset(vec![reg("a", 81, &["10.0.0.1", "10.0.0.2"])]),
-        );
+        let (c, _) = store.apply(Event::Reset(vec![reg("a", 81, &["10.0.0.1", "10.0.0.2"])]));
         assert_eq!(
             kinds(&c),
             [("b", ChangeKind::Removed)],
             "a Reset diffs against the old state"
         );
-        let (c, _) = store.apply(0, Event::Remove(ServiceKey::new("default", "zzz")));
+        let (c, _) = store.apply(Event::Remove(ServiceKey::new("default", "zzz")));
         assert!(c.is_empty());
     }
 
     #[test]
     fn a_batch_is_removes_then_upserts_and_endpoints_are_counted() {
-        let mut store = Store::new(RegistryId::new("File"));
-        store.apply(
-            0,
-            Event::Reset(vec![
-                reg("a", 80, &["10.0.0.1"]),
-                reg("b", 80, &["10.0.0.2"]),
-            ]),
-        );
-        assert_eq!(store.endpoints, 2);
-        let (c, refused) = store.apply(
-            0,
-            Event::Batch {
-                removes: vec![
-                    ServiceKey::new("default", "b"),
-                    ServiceKey::new("default", "zzz"),
-                ],
-                upserts: vec![
-                    reg("a", 80, &["10.0.0.1", "10.0.0.3"]),
-                    reg("c", 80, &["10.0.0.4", "10.0.0.5", "10.0.0.6"]),
-                    reg("d", 0, &[]),
-                ],
-            },
-        );
+        let mut store = Store::new(RegistryId::new("File"), Services::new(0));
+        store.apply(Event::Reset(vec![
+            reg("a", 80, &["10.0.0.1"]),
+            reg("b", 80, &["10.0.0.2"]),
+        ]));
+        assert_eq!(store.contents.endpoints, 2);
+        let (c, refused) = store.apply(Event::Batch {
+            removes: vec![
+                ServiceKey::new("default", "b"),
+                ServiceKey::new("default", "zzz"),
+            ],
+            upserts: vec![
+                reg("a", 80, &["10.0.0.1", "10.0.0.3"]),
+                reg("c", 80, &["10.0.0.4", "10.0.0.5", "10.0.0.6"]),
+                reg("d", 0, &[]),
+            ],
+        });
         assert_eq!(
             kinds(&c),
             [
@@ -264,18 +231,23 @@ mod tests {
             1,
             "the invalid registration of d: {refused:?}"
         );
-        assert_eq!(store.endpoints, 5);
-        let summed: usize = store.services.values().map(|r| r.endpoints.len()).sum();
-        assert_eq!(store.endpoints, summed);
-        store.apply(0, Event::Remove(ServiceKey::new("default", "c")));
-        assert_eq!(store.endpoints, 2);
+        assert_eq!(store.contents.endpoints, 5);
+        let summed: usize = store
+            .contents
+            .services
+            .values()
+            .map(|r| r.endpoints.len())
+            .sum();
+        assert_eq!(store.contents.endpoints, summed);
+        store.apply(Event::Remove(ServiceKey::new("default", "c")));
+        assert_eq!(store.contents.endpoints, 2);
     }
 
     #[test]
     fn invalid_registrations_keep_the_last_good_state() {
-        let mut store = Store::new(RegistryId::new("File"));
-        store.apply(0, Event::Reset(vec![reg("a", 80, &["10.0.0.1"])]));
-        let (c, refused) = store.apply(0, Event::Upsert(reg("a", 80, &["not-an-ip"])));
+        let mut store = Store::new(RegistryId::new("File"), Services::new(0));
+        store.apply(Event::Reset(vec![reg("a", 80, &["10.0.0.1"])]));
+        let (c, refused) = store.apply(Event::Upsert(reg("a", 80, &["not-an-ip"])));
         assert!(c.is_empty());
         assert_eq!(refused.len(), 1);
         assert!(
@@ -285,20 +257,21 @@ mod tests {
         );
         assert_eq!(store.state.health, Health::Degraded);
         assert_eq!(
-            &*store.services[&ServiceKey::new("default", "a")].endpoints[0].address,
+            &*store.contents.services[&ServiceKey::new("default", "a")].endpoints[0].address,
             "10.0.0.1"
         );
 
-        let (_, refused) = store.apply(0, Event::Reset(vec![reg("a", 0, &[])]));
+        let (_, refused) = store.apply(Event::Reset(vec![reg("a", 0, &[])]));
         assert_eq!(refused.len(), 1);
         assert!(
             store
+                .contents
                 .services
                 .contains_key(&ServiceKey::new("default", "a")),
             "kept through a Reset"
         );
 
-        store.apply(0, Event::Recovered);
+        store.apply(Event::Recovered);
         assert_eq!(store.state.health, Health::Healthy);
     }
 }

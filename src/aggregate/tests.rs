@@ -4,18 +4,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec, ConfigStream, DestinationRule};
+use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec, DestinationRule};
 use wayfinder_memory::{MemoryHandle, MemoryRegistry};
 use wayfinder_registry::{
-    CancellationToken, Endpoint, EventStream, Protocol, Registration, Registry, RegistryError,
-    RegistryId, Service, ServiceKey,
+    CancellationToken, Endpoint, EventStream, Item, Protocol, Registration, Registry,
+    RegistryError, RegistryId, Service, ServiceKey, Source,
 };
 
 use super::*;
-use crate::snapshot::{ErrorRecord, Health, RegistryStatus, Snapshot};
+use crate::snapshot::{ErrorRecord, Health, Snapshot, SourceStatus};
 
 /// Each registry's status, as `/debug/registryz` shows it.
-fn registries(handle: &SnapshotReader) -> Vec<RegistryStatus> {
+fn registries(handle: &SnapshotReader) -> Vec<SourceStatus> {
     handle.statuses().registries.clone()
 }
 
@@ -80,7 +80,7 @@ async fn next_version(handle: &SnapshotReader, after: u64) -> Arc<Snapshot> {
 /// A registry that never says anything.
 struct Silent(RegistryId);
 
-impl Registry for Silent {
+impl Source<Registration> for Silent {
     fn id(&self) -> &RegistryId {
         &self.0
     }
@@ -92,7 +92,7 @@ impl Registry for Silent {
 /// A registry whose adapter panics when polled.
 struct Panics(RegistryId);
 
-impl Registry for Panics {
+impl Source<Registration> for Panics {
     fn id(&self) -> &RegistryId {
         &self.0
     }
@@ -124,20 +124,11 @@ impl<E: Send + 'static> Batches<E> {
     }
 }
 
-impl Registry for Batches<Event> {
+impl<T: Item> Source<T> for Batches<Event<T>> {
     fn id(&self) -> &RegistryId {
         &self.id
     }
-    fn watch(self: Box<Self>, _shutdown: CancellationToken) -> EventStream {
-        Box::pin(self.items())
-    }
-}
-
-impl ConfigSource for Batches<ConfigEvent> {
-    fn name(&self) -> &str {
-        self.id.as_str()
-    }
-    fn watch(self: Box<Self>, _shutdown: CancellationToken) -> ConfigStream {
+    fn watch(self: Box<Self>, _shutdown: CancellationToken) -> EventStream<T> {
         Box::pin(self.items())
     }
 }
@@ -335,8 +326,8 @@ async fn refused_registrations_and_errors_keep_the_last_good_state() {
 /// Waits (on virtual time) until the registry statuses satisfy `done`.
 async fn eventually(
     handle: &SnapshotReader,
-    done: impl Fn(&[RegistryStatus]) -> bool,
-) -> Vec<RegistryStatus> {
+    done: impl Fn(&[SourceStatus]) -> bool,
+) -> Vec<SourceStatus> {
     for _ in 0..10_000 {
         let status = registries(handle);
         if done(&status) {

@@ -119,7 +119,7 @@ pub(super) async fn configz(
         s.refused
             .iter()
             .filter(|r| page.matches(r.kind.as_deref(), r.namespace.as_deref(), r.name.as_deref()))
-            .map(|r| refusal(s.source.as_str(), r))
+            .map(|r| refusal(s.id.as_str(), r))
     });
     let (mut refused_total, mut listed) = (0, Vec::new());
     for entry in refused {

@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::Snapshot;
-use super::status::{ConfigSourceStatus, RegistryStatus};
+use super::status::SourceStatus;
 
 /// A new publisher and the first reader of what it publishes. The snapshot starts as
 /// [`Snapshot::empty`] (version 0), not ready, with no source statuses.
@@ -44,9 +44,9 @@ pub fn published() -> (Publisher, SnapshotReader) {
 #[derive(Clone, Debug, Default)]
 pub struct SourceStatuses {
     /// Each registry, in precedence order.
-    pub registries: Vec<RegistryStatus>,
+    pub registries: Vec<SourceStatus>,
     /// Each configuration source, in precedence order.
-    pub config_sources: Vec<ConfigSourceStatus>,
+    pub config_sources: Vec<SourceStatus>,
 }
 
 struct Shared {

@@ -11,7 +11,7 @@ use wayfinder::xds::TypeUrl::{Cluster as CDS, Endpoint as EDS, Listener as LDS, 
 use wayfinder::xds::pb::discovery::DiscoveryResponse;
 use wayfinder_memory::MemoryRegistry;
 use wayfinder_registry::{
-    CancellationToken, Endpoint, EventStream, Protocol, Registry, RegistryId,
+    CancellationToken, Endpoint, EventStream, Protocol, Registration, RegistryId, Source,
 };
 
 use crate::support::ads::{Ads, grpc, names_of, request, sidecar};
@@ -460,7 +460,7 @@ async fn a_client_that_does_not_read_does_not_delay_the_others() {
 /// A registry that syncs only when the test says so.
 struct Gated(MemoryRegistry, oneshot::Receiver<()>);
 
-impl Registry for Gated {
+impl Source<Registration> for Gated {
     fn id(&self) -> &RegistryId {
         self.0.id()
     }

@@ -170,6 +170,10 @@ fn tidy_config_event(event: ConfigEvent) -> ConfigEvent {
             ConfigEvent::Reset(objects.into_iter().map(tidy_object).collect())
         }
         ConfigEvent::Upsert(object) => ConfigEvent::Upsert(tidy_object(object)),
+        ConfigEvent::Batch { removes, upserts } => ConfigEvent::Batch {
+            removes,
+            upserts: upserts.into_iter().map(tidy_object).collect(),
+        },
         ConfigEvent::Refused(list) => {
             ConfigEvent::Refused(list.into_iter().map(tidy_refusal).collect())
         }

@@ -12,10 +12,12 @@
 //!   is accepted with a warning that wayfinder does not act on it (as are fields the types
 //!   read but [`validate`] says are not supported yet), one nobody defines (a typo) rejects
 //!   its object.
-//! - **The contract of their sources.** A [`ConfigSource`] (a watched directory, the
-//!   Kubernetes API) produces a stream of [`ConfigEvent`]s with the same contract as a
-//!   registry's [`Event`]s: the first item is a `Reset`, errors are items, a rejected object
-//!   keeps its last good version.
+//! - **The contract of their sources.** A [`ConfigObject`] is an [`Item`] of the one source
+//!   contract (its key a [`ConfigKey`]), so a [`ConfigSource`] (a watched directory, the
+//!   Kubernetes API) is a [`Source`] of them and its [`ConfigEvent`]s are the contract's
+//!   [`Event`]s, with the rules written there: the first item is a `Reset`, errors are items,
+//!   what a source refuses now travels as `Refused`, a rejected object keeps its last good
+//!   version.
 //! - **Reading.** [`documents`] splits a file (or an API object's JSON) into documents and
 //!   deserializes each into a typed object, with errors that carry the path, document number
 //!   and line; one bad document never costs another.
@@ -61,15 +63,13 @@ mod virtual_service;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use futures::Stream;
 use serde::{Deserialize, Serialize};
-use wayfinder_registry::{CancellationToken, RegistryError};
+use wayfinder_registry::{Event, EventStream, Item, Source};
 
 #[cfg(doc)]
-use wayfinder_registry::Event;
+use wayfinder_registry::RegistryError;
 
 pub use common::{
     Destination, Duration, GRPC_STATUS_CODES, HeaderOperations, Headers, Opaque, Percent,
@@ -81,6 +81,8 @@ pub use gateway::*;
 pub use istio_fields::{FieldPath, Step, istio_defines};
 pub use sidecar::*;
 pub use virtual_service::*;
+/// Re-exported from the contract, where every source's refusals are one type.
+pub use wayfinder_registry::Refusal;
 
 /// The kinds of configuration wayfinder reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -207,57 +209,28 @@ impl ConfigObject {
     }
 }
 
-/// What a configuration source reports. The contract is the one written on [`Event`]:
-/// the first item is a `Reset` (which replaces everything the source said before), `Upsert`
-/// carries a whole object, errors are items, and a source that works again without a change
-/// sends `Recovered`. Sources send only objects that passed [`validate::validate`]; an object
-/// that fails keeps its last good version.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ConfigEvent {
-    /// Every object of the source.
-    Reset(Vec<Arc<ConfigObject>>),
-    /// One object, new or changed.
-    Upsert(Arc<ConfigObject>),
-    /// One object is gone.
-    Remove(ConfigKey),
-    /// Everything the source refuses now (documents that do not parse, objects that fail
-    /// validation, kinds wayfinder must not ignore), replacing the list it sent before; a
-    /// `Reset` empties it. Sent after the events of a change whenever the list changed; the
-    /// error items of the refusals follow as usual.
-    Refused(Vec<Refusal>),
-    /// The source works again after errors and nothing changed meanwhile.
-    Recovered,
+impl Item for ConfigObject {
+    type Key = ConfigKey;
+
+    fn key(&self) -> ConfigKey {
+        ConfigObject::key(self)
+    }
 }
 
-/// A document or object a configuration source refuses, and why: an entry of
-/// [`ConfigEvent::Refused`], shown by `/debug/configz`. What the source could not tell (the
-/// kind of a document that does not parse) is `None`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Refusal {
-    /// The file (or the name of the API object) it is in.
-    pub file: Arc<str>,
-    /// Number of the document in the file, from 1.
-    pub document: Option<usize>,
-    /// Line in the file where the document or the error is, from 1.
-    pub line: Option<u64>,
-    /// Its `kind` (`VirtualService`, `AuthorizationPolicy`).
-    pub kind: Option<Arc<str>>,
-    /// Its namespace.
-    pub namespace: Option<Arc<str>>,
-    /// Its name.
-    pub name: Option<Arc<str>>,
-    /// Why it is refused.
-    pub error: String,
-}
+/// What a configuration source reports: the [`Event`] every source speaks, carrying shared
+/// configuration objects, so its contract is the one written there. The first item is a
+/// `Reset` (which replaces everything the source said before), `Upsert` carries a whole
+/// object, errors are items, what the source refuses now travels as [`Event::Refused`], and a
+/// source that works again without a change sends `Recovered`. Sources send only objects that
+/// passed [`validate::validate`]; an object that fails keeps its last good version.
+pub type ConfigEvent = Event<Arc<ConfigObject>>;
 
 /// The stream a configuration source produces.
-pub type ConfigStream = Pin<Box<dyn Stream<Item = Result<ConfigEvent, RegistryError>> + Send>>;
+pub type ConfigStream = EventStream<Arc<ConfigObject>>;
 
-/// A source of configuration: a directory of files, the Kubernetes API.
-pub trait ConfigSource: Send {
-    /// The source's name for logs and debug pages (`config-dir`, `Kubernetes`).
-    fn name(&self) -> &str;
+/// A source of configuration: a directory of files, the Kubernetes API. The name for a
+/// [`Source`] of configuration objects, as `Registry` is for one of registrations: implemented
+/// by every such source; adapters implement [`Source`] and never this trait.
+pub trait ConfigSource: Source<Arc<ConfigObject>> {}
 
-    /// Starts watching; the stream ends soon after `shutdown` is cancelled.
-    fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream;
-}
+impl<S: Source<Arc<ConfigObject>> + ?Sized> ConfigSource for S {}

@@ -99,7 +99,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use wayfinder_registry::answer::DEFAULT_MAX_ANSWER_BYTES;
-use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
+use wayfinder_registry::{CancellationToken, EventStream, Registration, RegistryId, Source};
+
+#[cfg(doc)]
+use wayfinder_registry::Registry;
 
 use crate::convert::{Mapping, PLACEHOLDERS};
 
@@ -286,7 +289,7 @@ pub struct ConsulRegistry {
     liveness: Duration,
 }
 
-impl Registry for ConsulRegistry {
+impl Source<Registration> for ConsulRegistry {
     fn id(&self) -> &RegistryId {
         &self.id
     }

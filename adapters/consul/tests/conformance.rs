@@ -7,7 +7,7 @@ use std::time::Duration;
 use wayfinder_consul::fake::{FakeConsul, Fault, Instance};
 use wayfinder_registry::testkit::{Fixture, Harness, run_all};
 use wayfinder_registry::{
-    Endpoint, Locality, Port, Protocol, Registration, Registry, RegistryId, Service,
+    Endpoint, Locality, Port, Protocol, Registration, RegistryId, Service, Source,
 };
 
 #[derive(Default)]
@@ -24,7 +24,13 @@ impl Consul {
 }
 
 impl Harness for Consul {
-    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Registry> {
+    type Item = Registration;
+
+    fn canonical(registration: Registration) -> Registration {
+        registration.normalized()
+    }
+
+    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Source<Registration>> {
         self.fake = Some(FakeConsul::start().await.unwrap());
         self.ids.clear();
         for f in initial {

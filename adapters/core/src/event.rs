@@ -1,11 +1,37 @@
-//! The closed vocabulary a registry speaks, and its sync contract.
+//! The closed vocabulary every source speaks, and its sync contract.
 
+use std::fmt::Debug;
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::endpoint::Endpoint;
+use crate::refusal::Refusal;
 use crate::service::{Service, ServiceKey};
+
+/// What a source carries: a [`Registration`] (registries) or a configuration object
+/// (`wayfinder-config`'s sources). Each item has a key that identifies it within its source;
+/// a source holds at most one item per key, and [`Event::Remove`] names the key.
+///
+/// Items compare by content: the consumers of [`Event`]s tell an unchanged `Upsert` (rule 2)
+/// by comparing it with what they hold.
+pub trait Item: Clone + Debug + PartialEq + Send + Sync + 'static {
+    /// What identifies an item within one source: a [`ServiceKey`] for registrations.
+    type Key: Ord + Clone + Debug + Send + Sync + 'static;
+
+    /// The item's key.
+    fn key(&self) -> Self::Key;
+}
+
+/// A shared item is the item it shares: configuration objects travel as
+/// `Arc<ConfigObject>`, so a source and the consumer hold one copy.
+impl<T: Item> Item for Arc<T> {
+    type Key = T::Key;
+
+    fn key(&self) -> T::Key {
+        T::key(self)
+    }
+}
 
 /// A service together with the complete list of its endpoints in one registry.
 ///
@@ -56,63 +82,84 @@ impl Registration {
     }
 }
 
+impl Item for Registration {
+    type Key = ServiceKey;
+
+    fn key(&self) -> ServiceKey {
+        self.service.key()
+    }
+}
+
 fn endpoint_order(a: &Endpoint, b: &Endpoint) -> std::cmp::Ordering {
     (&a.address, &a.ports, &a.cluster_id).cmp(&(&b.address, &b.ports, &b.cluster_id))
 }
 
-/// What a registry reports.
+/// What a source reports: for a registry (`Event`, `T` = [`Registration`]) its services, for a
+/// configuration source (`wayfinder_config::ConfigEvent`) its configuration objects.
 ///
 /// # Contract
 ///
-/// Every adapter's stream follows these rules; the conformance kit (`testkit`) checks them.
+/// Every source's stream follows these rules, whatever it carries; the conformance kit
+/// (`testkit`) checks them. "Item" below is one registration (a service with all its
+/// endpoints) or one configuration object.
 ///
-/// 1. **The first item is a `Reset`** (or an error, if the registry cannot be read at all yet).
-///    A `Reset` replaces everything this registry contributed before, atomically, and marks the
-///    registry synced. Adapters also send a `Reset` after they re-list (a Kubernetes watch
+/// 1. **The first item is a `Reset`** (or an error, if the source cannot be read at all yet).
+///    A `Reset` replaces everything this source contributed before, atomically, and marks the
+///    source synced. Adapters also send a `Reset` after they re-list (a Kubernetes watch
 ///    expired, a Consul catalog index went backwards), so consumers never diff by hand.
-/// 2. **`Upsert` carries the complete new state of one service**: its definition and all its
-///    endpoints. Sending the same `Upsert` twice is harmless; consumers treat it as a no-op.
-/// 3. **`Remove` deletes one service** and its endpoints from this registry's contribution;
-///    removing an unknown key is harmless.
-/// 4. **Order is the registry's order.** Events of one registry are applied in the order sent;
-///    nothing is promised about order across registries.
-/// 5. **Freshness.** When an event arrives, the registry's state is *at least* as new as the
+/// 2. **`Upsert` carries the complete new state of one item**: for a registry, a service's
+///    definition and all its endpoints. Sending the same `Upsert` twice is harmless; consumers
+///    treat it as a no-op.
+/// 3. **`Remove` deletes one item** (for a registry, a service and its endpoints) from this
+///    source's contribution; removing an unknown key is harmless.
+/// 4. **Order is the source's order.** Events of one source are applied in the order sent;
+///    nothing is promised about order across sources.
+/// 5. **Freshness.** When an event arrives, the source's state is *at least* as new as the
 ///    event says, and may be newer: a consumer may see a later state before the event that
 ///    announces it.
 /// 6. **Errors are items, not the end.** A failure (a malformed file, an unreachable server) is
 ///    an `Err` item in the stream; the adapter keeps going and its last good state stays in
 ///    force until a later event replaces it. The stream ends only when it is asked to shut down.
-/// 7. **Health follows the last item.** A registry counts as degraded from an error item until
+/// 7. **Health follows the last item.** A source counts as degraded from an error item until
 ///    its next `Ok` item. A source that works again without anything having changed sends
 ///    `Recovered`, so consumers learn of the recovery without a spurious change.
-/// 8. **A `Batch` is one change.** A source that learns of many services' changes at once (a
-///    file of 100,000 ServiceEntries added) sends them as one `Batch` rather than one item per
-///    service: its `removes` apply as `Remove`s would, then its `upserts` as `Upsert`s would,
+/// 8. **A `Batch` is one change.** A source that learns of many items' changes at once (a
+///    file of 100,000 ServiceEntries added) sends them as one `Batch` rather than one event per
+///    item: its `removes` apply as `Remove`s would, then its `upserts` as `Upsert`s would,
 ///    and consumers apply all of it before they publish, so no snapshot holds part of it. It
 ///    is also the cheap way: one item crosses the channel and wakes the consumer once.
+/// 9. **`Refused` lists what the source refuses now.** A source that judges its input object
+///    by object (the configuration sources) sends everything it refuses now (documents that do
+///    not parse, objects that fail validation) as one list that replaces the one it sent
+///    before; a `Reset` empties it. It is sent after the events of a change whenever the list
+///    changed, and the error items of the refusals follow as usual. A refused object keeps its
+///    last good version: a refusal never changes the source's items.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// The complete state of the registry, replacing all earlier state.
-    Reset(Vec<Registration>),
-    /// One service, new or changed, with all its endpoints.
-    Upsert(Registration),
-    /// One service is gone.
-    Remove(ServiceKey),
-    /// Several services changed together (rule 8). A key appears at most once in each list.
+pub enum Event<T: Item = Registration> {
+    /// The complete state of the source, replacing all earlier state.
+    Reset(Vec<T>),
+    /// One item, new or changed; for a registry, a service with all its endpoints.
+    Upsert(T),
+    /// One item is gone.
+    Remove(T::Key),
+    /// Several items changed together (rule 8). A key appears at most once in each list.
     Batch {
-        /// Services gone, applied first.
-        removes: Vec<ServiceKey>,
-        /// Services new or changed, each with all its endpoints, applied after `removes`.
-        upserts: Vec<Registration>,
+        /// Items gone, applied first.
+        removes: Vec<T::Key>,
+        /// Items new or changed (a registry's services each with all its endpoints), applied
+        /// after `removes`.
+        upserts: Vec<T>,
     },
+    /// Everything the source refuses now, replacing the list it sent before (rule 9).
+    Refused(Vec<Refusal>),
     /// The source works again after errors and nothing changed meanwhile.
     Recovered,
 }
 
-impl Event {
+impl<T: Item> Event<T> {
     /// The events that say `upserts` and `removes` happened: nothing, one `Upsert` or
     /// `Remove`, or one `Batch` for more.
-    pub fn changes(upserts: Vec<Registration>, removes: Vec<ServiceKey>) -> Option<Self> {
+    pub fn changes(upserts: Vec<T>, removes: Vec<T::Key>) -> Option<Self> {
         match (upserts.len(), removes.len()) {
             (0, 0) => None,
             (1, 0) => upserts.into_iter().next().map(Self::Upsert),
@@ -130,13 +177,13 @@ mod tests {
     fn changes_are_one_event_whatever_their_number() {
         let reg = |host: &str| Registration::new(Service::new(host, "default"), Vec::new());
         let key = |host: &str| ServiceKey::new("default", host);
-        assert_eq!(Event::changes(Vec::new(), Vec::new()), None);
+        assert_eq!(Event::<Registration>::changes(Vec::new(), Vec::new()), None);
         assert_eq!(
             Event::changes(vec![reg("a")], Vec::new()),
             Some(Event::Upsert(reg("a")))
         );
         assert_eq!(
-            Event::changes(Vec::new(), vec![key("b")]),
+            Event::<Registration>::changes(Vec::new(), vec![key("b")]),
             Some(Event::Remove(key("b")))
         );
         assert_eq!(

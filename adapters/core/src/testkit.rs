@@ -1,14 +1,17 @@
-//! The conformance suite every adapter's tests run.
+//! The conformance suite every adapter's tests run, for any [`Source`].
 //!
-//! An adapter's test implements [`Harness`] (how to start its registry over a source it
-//! controls, and how to change that source) and calls [`run_all`]. The suite checks the
-//! contract written on [`Event`]: the first event is a `Reset`, changes to the source arrive as
-//! events that leave the consumer's view equal to the source, unchanged services cause no
-//! spurious changes, errors are items that keep the last good state, and shutdown is prompt.
+//! An adapter's test implements [`Harness`] (how to start its source over an input it
+//! controls, and how to change that input) and calls [`run_all`]. The suite checks the
+//! contract written on [`Event`], whatever the source carries: the first event is a `Reset`,
+//! changes to the input arrive as events that leave the consumer's view equal to the input,
+//! unchanged items cause no spurious changes, errors are items that keep the last good state,
+//! and shutdown is prompt.
 //!
-//! Services are described by [`Fixture`]s, which every registry can express; the harness maps
-//! a fixture to its source's format (a ServiceEntry file, a Consul catalog entry) and says which
-//! [`Registration`] the registry should report for it.
+//! Inputs are described by [`Fixture`]s; the harness maps a fixture to its input's format (a
+//! ServiceEntry file, a Consul catalog entry, a DestinationRule for a configuration source)
+//! and says which item ([`Harness::Item`]: a [`Registration`], a configuration object) the
+//! source should report for it. A fixture's every field must show in its item, so that each
+//! change the suite makes is a change the source reports.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -17,17 +20,19 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::{
-    CancellationToken, Event, EventStream, Registration, Registry, RegistryError, ServiceKey,
-};
+use crate::{CancellationToken, Event, EventStream, Item, RegistryError, Source};
 
-/// How long the suite waits for a registry to show a change before failing.
+#[cfg(doc)]
+use crate::Registration;
+
+/// How long the suite waits for a source to show a change before failing.
 pub const CHANGE_DEADLINE: Duration = Duration::from_secs(10);
-/// How long a registry may take to end its stream after shutdown.
+/// How long a source may take to end its stream after shutdown.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
 
 /// A service in a form every registry can express: a name, one port, some endpoint IPs and a
-/// `version` label on the endpoints.
+/// `version` label on the endpoints. A configuration source's harness maps it to an object
+/// about that service.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fixture {
     /// Short service name (`reviews`); the harness decides the hostname.
@@ -54,16 +59,29 @@ impl Fixture {
 
 /// What an adapter's test provides to the suite.
 pub trait Harness: Send {
-    /// Prepares a fresh source holding `initial` and returns a registry watching it.
-    fn start(&mut self, initial: &[Fixture]) -> impl Future<Output = Box<dyn Registry>> + Send;
-    /// Creates or replaces a fixture in the source.
+    /// What the source carries: [`Registration`] for a registry.
+    type Item: Item;
+
+    /// Prepares a fresh input holding `initial` and returns a source watching it.
+    fn start(
+        &mut self,
+        initial: &[Fixture],
+    ) -> impl Future<Output = Box<dyn Source<Self::Item>>> + Send;
+    /// Creates or replaces a fixture in the input.
     fn put(&mut self, fixture: &Fixture) -> impl Future<Output = ()> + Send;
-    /// Deletes a fixture from the source.
+    /// Deletes a fixture from the input.
     fn delete(&mut self, fixture: &Fixture) -> impl Future<Output = ()> + Send;
-    /// The registration the registry should report for a fixture.
-    fn expected(&self, fixture: &Fixture) -> Registration;
-    /// Makes the source answer something malformed. Returns `false` when this registry has
-    /// no way to receive bad input (the memory registry); the error check is then skipped.
+    /// The item the source should report for a fixture.
+    fn expected(&self, fixture: &Fixture) -> Self::Item;
+    /// The form in which items are compared, reported and expected alike, so that two reports
+    /// that mean the same compare equal. A registry's harness returns
+    /// [`Registration::normalized`] (registries such as Consul report endpoints in no
+    /// particular order); the default is the item as it is.
+    fn canonical(item: Self::Item) -> Self::Item {
+        item
+    }
+    /// Makes the input say something malformed. Returns `false` when this source has no way
+    /// to receive bad input (the memory registry); the error check is then skipped.
     fn corrupt(&mut self) -> impl Future<Output = bool> + Send {
         async { false }
     }
@@ -73,7 +91,7 @@ pub trait Harness: Send {
     }
 }
 
-/// Runs every check of the suite, each against a freshly started registry.
+/// Runs every check of the suite, each against a freshly started source.
 pub async fn run_all<H: Harness>(harness: &mut H) {
     first_event_is_reset(harness).await;
     changes_are_observed(harness).await;
@@ -82,18 +100,18 @@ pub async fn run_all<H: Harness>(harness: &mut H) {
     shutdown_is_prompt(harness).await;
 }
 
-/// The first item is a `Reset` holding exactly the source's services.
+/// The first item is a `Reset` holding exactly the input's items.
 pub async fn first_event_is_reset<H: Harness>(harness: &mut H) {
     let initial = [Fixture::new("alpha", 1, 2), Fixture::new("beta", 2, 1)];
-    let registry = harness.start(&initial).await;
-    let mut obs = Observer::new(registry);
+    let source = harness.start(&initial).await;
+    let mut obs = Observer::<H>::new(source);
     match obs.next().await {
-        Some(Ok(Event::Reset(regs))) => {
-            let got = state_of(regs);
+        Some(Ok(Event::Reset(items))) => {
+            let got = state_of::<H>(items);
             let want = expected_state(harness, &initial);
             assert_eq!(
                 got, want,
-                "the first Reset must hold exactly the source's services"
+                "the first Reset must hold exactly the input's items"
             );
         }
         other => panic!("the first item must be a Reset, got {other:?}"),
@@ -101,12 +119,12 @@ pub async fn first_event_is_reset<H: Harness>(harness: &mut H) {
     obs.stop().await;
 }
 
-/// Adding, changing and deleting services in the source reaches the consumer.
+/// Adding, changing and deleting items in the input reaches the consumer.
 pub async fn changes_are_observed<H: Harness>(harness: &mut H) {
     let mut alpha = Fixture::new("alpha", 1, 2);
     let beta = Fixture::new("beta", 2, 3);
-    let registry = harness.start(std::slice::from_ref(&alpha)).await;
-    let mut obs = Observer::new(registry);
+    let source = harness.start(std::slice::from_ref(&alpha)).await;
+    let mut obs = Observer::<H>::new(source);
     obs.converge(
         &expected_state(harness, std::slice::from_ref(&alpha)),
         "initial state",
@@ -138,37 +156,37 @@ pub async fn changes_are_observed<H: Harness>(harness: &mut H) {
     obs.stop().await;
 }
 
-/// Writing a service again unchanged produces no event that changes it.
+/// Writing an item again unchanged produces no event that changes it.
 pub async fn unchanged_puts_cause_no_changes<H: Harness>(harness: &mut H) {
     let alpha = Fixture::new("alpha", 1, 2);
     let sentinel = Fixture::new("sentinel", 3, 1);
-    let registry = harness.start(std::slice::from_ref(&alpha)).await;
-    let mut obs = Observer::new(registry);
+    let source = harness.start(std::slice::from_ref(&alpha)).await;
+    let mut obs = Observer::<H>::new(source);
     let before = expected_state(harness, std::slice::from_ref(&alpha));
     obs.converge(&before, "initial state").await;
     harness.put(&alpha).await;
     harness.put(&sentinel).await;
     let alpha_key = harness.expected(&alpha).key();
-    let alpha_reg = before.get(&alpha_key).cloned();
+    let alpha_item = before.get(&alpha_key).cloned();
     let want = expected_state(harness, &[alpha, sentinel]);
     while obs.state != want {
         obs.step("waiting for the sentinel after an unchanged put")
             .await;
         assert_eq!(
             obs.state.get(&alpha_key),
-            alpha_reg.as_ref(),
-            "an unchanged put must not change the service"
+            alpha_item.as_ref(),
+            "an unchanged put must not change the item"
         );
     }
     obs.stop().await;
 }
 
-/// A malformed source yields an error item; the stream goes on, the last good state stays,
-/// and the registry recovers once the source is repaired.
+/// A malformed input yields an error item; the stream goes on, the last good state stays,
+/// and the source recovers once the input is repaired.
 pub async fn errors_are_items<H: Harness>(harness: &mut H) {
     let alpha = Fixture::new("alpha", 1, 2);
-    let registry = harness.start(std::slice::from_ref(&alpha)).await;
-    let mut obs = Observer::new(registry);
+    let source = harness.start(std::slice::from_ref(&alpha)).await;
+    let mut obs = Observer::<H>::new(source);
     let good = expected_state(harness, std::slice::from_ref(&alpha));
     obs.converge(&good, "initial state").await;
     if !harness.corrupt().await {
@@ -201,39 +219,40 @@ pub async fn errors_are_items<H: Harness>(harness: &mut H) {
 /// After shutdown the stream ends within [`SHUTDOWN_DEADLINE`].
 pub async fn shutdown_is_prompt<H: Harness>(harness: &mut H) {
     let alpha = Fixture::new("alpha", 1, 1);
-    let registry = harness.start(std::slice::from_ref(&alpha)).await;
-    let mut obs = Observer::new(registry);
+    let source = harness.start(std::slice::from_ref(&alpha)).await;
+    let mut obs = Observer::<H>::new(source);
     obs.converge(&expected_state(harness, &[alpha]), "initial state")
         .await;
     obs.stop().await;
 }
 
-fn expected_state<H: Harness>(
-    harness: &H,
-    fixtures: &[Fixture],
-) -> BTreeMap<ServiceKey, Registration> {
-    state_of(fixtures.iter().map(|f| harness.expected(f)).collect())
+/// The items of a source, by key.
+type State<H> = BTreeMap<<<H as Harness>::Item as Item>::Key, <H as Harness>::Item>;
+
+fn expected_state<H: Harness>(harness: &H, fixtures: &[Fixture]) -> State<H> {
+    state_of::<H>(fixtures.iter().map(|f| harness.expected(f)).collect())
 }
 
-fn state_of(regs: Vec<Registration>) -> BTreeMap<ServiceKey, Registration> {
-    regs.into_iter()
-        .map(|r| (r.key(), r.normalized()))
+fn state_of<H: Harness>(items: Vec<H::Item>) -> State<H> {
+    items
+        .into_iter()
+        .map(|item| (item.key(), H::canonical(item)))
         .collect()
 }
 
-/// Consumes a registry's stream the way the aggregate does and records what it saw.
-struct Observer {
-    stream: EventStream,
+/// Consumes a source's stream the way the aggregate does and records what it saw.
+struct Observer<H: Harness> {
+    stream: EventStream<H::Item>,
     shutdown: CancellationToken,
-    state: BTreeMap<ServiceKey, Registration>,
+    state: State<H>,
     errors: Vec<RegistryError>,
     seen_reset: bool,
 }
 
-impl Observer {
-    fn new(registry: Box<dyn Registry>) -> Self {
+impl<H: Harness> Observer<H> {
+    fn new(source: Box<dyn Source<H::Item>>) -> Self {
         let shutdown = CancellationToken::new();
-        let stream = registry.watch(shutdown.clone());
+        let stream = source.watch(shutdown.clone());
         Self {
             stream,
             shutdown,
@@ -243,10 +262,10 @@ impl Observer {
         }
     }
 
-    async fn next(&mut self) -> Option<Result<Event, RegistryError>> {
+    async fn next(&mut self) -> Option<Result<Event<H::Item>, RegistryError>> {
         match tokio::time::timeout(CHANGE_DEADLINE, self.stream.next()).await {
             Ok(item) => item,
-            Err(_) => panic!("no item from the registry within {CHANGE_DEADLINE:?}"),
+            Err(_) => panic!("no item from the source within {CHANGE_DEADLINE:?}"),
         }
     }
 
@@ -261,9 +280,9 @@ impl Observer {
             ),
         };
         match item {
-            Ok(Event::Reset(regs)) => {
+            Ok(Event::Reset(items)) => {
                 self.seen_reset = true;
-                self.state = state_of(regs);
+                self.state = state_of::<H>(items);
             }
             Ok(event) => {
                 assert!(
@@ -271,8 +290,8 @@ impl Observer {
                     "{what}: {event:?} arrived before the first Reset"
                 );
                 match event {
-                    Event::Upsert(reg) => {
-                        self.state.insert(reg.key(), reg.normalized());
+                    Event::Upsert(item) => {
+                        self.state.insert(item.key(), H::canonical(item));
                     }
                     Event::Remove(key) => {
                         self.state.remove(&key);
@@ -281,11 +300,11 @@ impl Observer {
                         for key in removes {
                             self.state.remove(&key);
                         }
-                        for reg in upserts {
-                            self.state.insert(reg.key(), reg.normalized());
+                        for item in upserts {
+                            self.state.insert(item.key(), H::canonical(item));
                         }
                     }
-                    Event::Recovered => {}
+                    Event::Refused(_) | Event::Recovered => {}
                     Event::Reset(_) => unreachable!("handled above"),
                 }
             }
@@ -293,11 +312,11 @@ impl Observer {
         }
     }
 
-    async fn converge(&mut self, want: &BTreeMap<ServiceKey, Registration>, what: &str) {
+    async fn converge(&mut self, want: &State<H>, what: &str) {
         let deadline = tokio::time::Instant::now() + CHANGE_DEADLINE;
         while !self.seen_reset || &self.state != want {
             if tokio::time::Instant::now() > deadline {
-                assert_eq!(&self.state, want, "{what}: the registry did not converge");
+                assert_eq!(&self.state, want, "{what}: the source did not converge");
             }
             self.step(what).await;
         }

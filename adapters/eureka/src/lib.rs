@@ -100,10 +100,10 @@ pub mod fake;
 use std::time::Duration;
 
 use wayfinder_registry::answer::DEFAULT_MAX_ANSWER_BYTES;
-use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
+use wayfinder_registry::{CancellationToken, EventStream, Registration, RegistryId, Source};
 
 #[cfg(doc)]
-use wayfinder_registry::{Event, RegistryError};
+use wayfinder_registry::{Event, Registry, RegistryError};
 
 /// Metadata key an instance uses to declare the hostname it shares with other registries.
 pub const HOSTNAME_KEY: &str = "wayfinder.io/hostname";
@@ -144,7 +144,7 @@ impl Default for Config {
 
 impl Config {
     /// Checks the configuration (an http or https URL, non-zero durations, a valid suffix)
-    /// and builds the registry. Nothing is fetched until [`Registry::watch`].
+    /// and builds the registry. Nothing is fetched until [`Source::watch`].
     pub fn build(self, id: RegistryId) -> Result<EurekaRegistry, BuildError> {
         let url = reqwest::Url::parse(self.url.trim()).map_err(|e| BuildError::Url {
             url: self.url.clone(),
@@ -211,7 +211,7 @@ impl std::fmt::Debug for EurekaRegistry {
     }
 }
 
-impl Registry for EurekaRegistry {
+impl Source<Registration> for EurekaRegistry {
     fn id(&self) -> &RegistryId {
         &self.id
     }

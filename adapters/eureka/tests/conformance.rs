@@ -9,7 +9,7 @@ use wayfinder_eureka::Config;
 use wayfinder_eureka::fake::{FakeEureka, Fault, Instance};
 use wayfinder_registry::testkit::{self, Fixture, Harness};
 use wayfinder_registry::{
-    Endpoint, Protocol, Registration, Registry, RegistryId, Resolution, Service,
+    Endpoint, Protocol, Registration, RegistryId, Resolution, Service, Source,
 };
 
 /// Each fixture is an application named after it, one instance per endpoint.
@@ -27,7 +27,13 @@ impl EurekaHarness {
 }
 
 impl Harness for EurekaHarness {
-    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Registry> {
+    type Item = Registration;
+
+    fn canonical(registration: Registration) -> Registration {
+        registration.normalized()
+    }
+
+    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Source<Registration>> {
         self.fake = Some(FakeEureka::start().await.unwrap());
         self.registered.clear();
         for fixture in initial {

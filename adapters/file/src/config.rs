@@ -51,13 +51,14 @@
 //! file stays broken. The stream ends promptly when the shutdown token is cancelled.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use wayfinder_config::model::ConfigState;
-use wayfinder_config::{ConfigSource, ConfigStream, validate};
-use wayfinder_registry::CancellationToken;
+use wayfinder_config::{ConfigObject, ConfigStream, validate};
+use wayfinder_registry::{CancellationToken, RegistryId, Source};
 
 #[cfg(doc)]
-use wayfinder_config::ConfigEvent;
+use wayfinder_config::{ConfigEvent, ConfigSource};
 #[cfg(doc)]
 use wayfinder_registry::RegistryError;
 
@@ -72,6 +73,7 @@ const NAME: &str = "config-dir";
 /// A configuration source over files and directories; see the module docs.
 #[derive(Debug)]
 pub struct ConfigDir {
+    id: RegistryId,
     targets: Vec<Target>,
     max_file_bytes: u64,
 }
@@ -80,11 +82,12 @@ impl ConfigDir {
     /// Checks that every path is a readable file or a listable directory, as
     /// [`crate::Config::build`] does. Directories contribute their `.yaml`, `.yml` and
     /// `.json` files; earlier paths take precedence when objects have the same key. Nothing
-    /// is watched until [`ConfigSource::watch`]. Files are read as the File registry reads
+    /// is watched until [`Source::watch`]. Files are read as the File registry reads
     /// them ([`crate::read`]), up to [`crate::DEFAULT_MAX_FILE_BYTES`] unless
     /// [`ConfigDir::max_file_bytes`] says otherwise.
     pub fn new(paths: Vec<PathBuf>) -> Result<Self, BuildError> {
         Ok(Self {
+            id: RegistryId::new(NAME),
             targets: crate::targets(paths)?,
             max_file_bytes: crate::DEFAULT_MAX_FILE_BYTES,
         })
@@ -99,9 +102,9 @@ impl ConfigDir {
     }
 }
 
-impl ConfigSource for ConfigDir {
-    fn name(&self) -> &str {
-        NAME
+impl Source<Arc<ConfigObject>> for ConfigDir {
+    fn id(&self) -> &RegistryId {
+        &self.id
     }
 
     /// Reads and keeps the objects on the `file-reader` thread that every file source

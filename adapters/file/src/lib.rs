@@ -96,10 +96,10 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use wayfinder_config::model::Services;
-use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
+use wayfinder_registry::{CancellationToken, EventStream, Registration, RegistryId, Source};
 
 #[cfg(doc)]
-use wayfinder_registry::{Event, RegistryError};
+use wayfinder_registry::{Event, Registry, RegistryError};
 
 pub use crate::check::check;
 pub use crate::config::ConfigDir;
@@ -140,7 +140,7 @@ fn default_max_file_bytes() -> u64 {
 
 impl Config {
     /// Checks that every path is a readable file or a listable directory, and builds the
-    /// registry. Nothing is watched until [`Registry::watch`].
+    /// registry. Nothing is watched until [`Source::watch`].
     pub fn build(self, id: RegistryId) -> Result<FileRegistry, BuildError> {
         let targets = targets(self.paths)?;
         Ok(FileRegistry {
@@ -172,7 +172,7 @@ impl FileRegistry {
     }
 }
 
-impl Registry for FileRegistry {
+impl Source<Registration> for FileRegistry {
     fn id(&self) -> &RegistryId {
         &self.id
     }

@@ -12,11 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use wayfinder_config::{
-    ConfigEvent, ConfigKey, ConfigObject, ConfigSource, ConfigSpec, ConfigStream, Kind,
-};
+use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSpec, ConfigStream, Kind};
 use wayfinder_file::{BuildError, ConfigDir};
-use wayfinder_registry::{CancellationToken, RegistryError};
+use wayfinder_registry::{CancellationToken, RegistryError, Source};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -42,7 +40,7 @@ const SIDECAR: &str = "apiVersion: networking.istio.io/v1alpha3\nkind: Sidecar\n
 
 fn watch(dir: &Path) -> (ConfigStream, CancellationToken) {
     let source = ConfigDir::new(vec![dir.to_path_buf()]).unwrap();
-    assert_eq!(source.name(), "config-dir");
+    assert_eq!(source.id().as_str(), "config-dir");
     let shutdown = CancellationToken::new();
     (Box::new(source).watch(shutdown.clone()), shutdown)
 }

@@ -15,8 +15,8 @@ use tempfile::TempDir;
 use wayfinder_file::{BuildError, Config};
 use wayfinder_registry::testkit::{self, Fixture, Harness};
 use wayfinder_registry::{
-    CancellationToken, Endpoint, Event, EventStream, Protocol, Registration, Registry,
-    RegistryError, RegistryId, Resolution, Service, ServiceKey,
+    CancellationToken, Endpoint, Event, EventStream, Protocol, Registration, RegistryError,
+    RegistryId, Resolution, Service, ServiceKey, Source,
 };
 
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -66,7 +66,13 @@ impl FileHarness {
 }
 
 impl Harness for FileHarness {
-    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Registry> {
+    type Item = Registration;
+
+    fn canonical(registration: Registration) -> Registration {
+        registration.normalized()
+    }
+
+    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Source<Registration>> {
         self.dir = Some(tempfile::tempdir().unwrap());
         self.fixtures.clear();
         for f in initial {

@@ -70,13 +70,13 @@ mod watch;
 use std::fmt;
 use std::sync::Arc;
 
-use wayfinder_config::{ConfigSource, ConfigStream, Feed};
-use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
+use wayfinder_config::{ConfigObject, ConfigStream, Feed};
+use wayfinder_registry::{CancellationToken, EventStream, Registration, RegistryId, Source};
 
 #[cfg(doc)]
-use wayfinder_config::ConfigEvent;
+use wayfinder_config::{ConfigEvent, ConfigSource};
 #[cfg(doc)]
-use wayfinder_registry::{Event, RegistryError};
+use wayfinder_registry::{Event, Registry, RegistryError};
 
 /// Istio's networking objects from one cluster's API server; see the module docs.
 #[derive(Clone)]
@@ -99,9 +99,10 @@ impl IstioConfig {
     }
 
     /// The config source of `VirtualService`, `DestinationRule`, `Gateway` and `Sidecar`
-    /// objects; its [`ConfigSource::name`] is `Kubernetes`.
+    /// objects; its [`Source::id`] is `Kubernetes`.
     pub fn config_source(&self) -> ApiConfigSource {
         ApiConfigSource {
+            id: RegistryId::new("Kubernetes"),
             cluster: self.cluster.clone(),
         }
     }
@@ -118,12 +119,13 @@ impl IstioConfig {
 /// `VirtualService`, `DestinationRule`, `Gateway` and `Sidecar` objects of a cluster, as a
 /// [`ConfigSource`]; made by [`IstioConfig::config_source`].
 pub struct ApiConfigSource {
+    id: RegistryId,
     cluster: Target,
 }
 
-impl ConfigSource for ApiConfigSource {
-    fn name(&self) -> &str {
-        "Kubernetes"
+impl Source<Arc<ConfigObject>> for ApiConfigSource {
+    fn id(&self) -> &RegistryId {
+        &self.id
     }
 
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> ConfigStream {
@@ -138,7 +140,7 @@ pub struct ApiEntries {
     cluster: Target,
 }
 
-impl Registry for ApiEntries {
+impl Source<Registration> for ApiEntries {
     fn id(&self) -> &RegistryId {
         &self.id
     }

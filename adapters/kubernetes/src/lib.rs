@@ -98,7 +98,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use wayfinder_registry::{CancellationToken, EventStream, Registry, RegistryId};
+use wayfinder_registry::{CancellationToken, EventStream, Registration, RegistryId};
 
 /// The API client a [`Cluster`] makes.
 pub use kube::Client;
@@ -215,7 +215,7 @@ impl KubernetesRegistry {
     }
 }
 
-impl Registry for KubernetesRegistry {
+impl wayfinder_registry::Source<Registration> for KubernetesRegistry {
     fn id(&self) -> &RegistryId {
         &self.id
     }

@@ -18,8 +18,8 @@ use futures::StreamExt;
 use tokio::sync::{Mutex, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use wayfinder_registry::{
-    CancellationToken, Endpoint, Event, EventStream, Registration, Registry, RegistryError,
-    RegistryId, Service, ServiceKey,
+    CancellationToken, Endpoint, Event, EventStream, Registration, RegistryError, RegistryId,
+    Service, ServiceKey, Source,
 };
 
 /// How many events may wait for the consumer before a handle call waits in turn.
@@ -65,7 +65,7 @@ impl MemoryRegistry {
     }
 }
 
-impl Registry for MemoryRegistry {
+impl Source<Registration> for MemoryRegistry {
     fn id(&self) -> &RegistryId {
         &self.id
     }
@@ -238,7 +238,13 @@ mod tests {
     }
 
     impl Harness for MemoryHarness {
-        async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Registry> {
+        type Item = Registration;
+
+        fn canonical(registration: Registration) -> Registration {
+            registration.normalized()
+        }
+
+        async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Source<Registration>> {
             let (registry, handle) = MemoryRegistry::new("Memory");
             self.handle = handle;
             for f in initial {

@@ -6,11 +6,11 @@ use super::*;
 /// What the forwarder sent, in words.
 fn describe(input: Input) -> String {
     match input {
-        Input::Registry(i, Ok(_)) => format!("item {i}"),
-        Input::Registry(i, Err(_)) => format!("error {i}"),
+        Input::Item(i, Received::Registry(Ok(_))) => format!("item {i}"),
+        Input::Item(i, Received::Registry(Err(_))) => format!("error {i}"),
+        Input::Item(_, Received::Config(_)) => "config".into(),
         Input::Settled(origin) => format!("settled {origin:?}"),
-        Input::RegistryEnded(i, _) => format!("ended {i}"),
-        Input::Config(..) | Input::ConfigEnded(..) => "config".into(),
+        Input::Ended(origin, _) => format!("ended {origin:?}"),
     }
 }
 
@@ -31,13 +31,7 @@ where
     S: Stream<Item = Result<Event, RegistryError>> + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(1024);
-    tokio::spawn(forward(
-        move || stream,
-        |item| Input::Registry(3, item),
-        Origin::Registry(3),
-        |reason| Input::RegistryEnded(3, reason),
-        tx,
-    ));
+    tokio::spawn(forward::<Registration, _>(3, move || stream, tx));
     rx
 }
 
@@ -62,7 +56,7 @@ async fn the_forwarder_says_settled_when_its_source_has_nothing_more_ready() {
         ["item 3", "settled Registry(3)"]
     );
     drop(tx);
-    assert_eq!(received(&mut rx, 1).await, ["ended 3"]);
+    assert_eq!(received(&mut rx, 1).await, ["ended Registry(3)"]);
     assert!(rx.recv().await.is_none(), "nothing after the end");
 }
 
@@ -81,7 +75,7 @@ async fn a_change_longer_than_the_task_budget_is_still_one_change() {
     assert!(seen[..500].iter().all(|s| s == "item 3"), "{seen:?}");
     assert_eq!(seen[500], "settled Registry(3)");
     drop(tx);
-    assert_eq!(received(&mut rx, 1).await, ["ended 3"]);
+    assert_eq!(received(&mut rx, 1).await, ["ended Registry(3)"]);
 }
 
 #[tokio::test(start_paused = true)]

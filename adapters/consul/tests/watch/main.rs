@@ -11,7 +11,7 @@ use futures::StreamExt;
 use wayfinder_consul::fake::{FakeConsul, Fault, Instance};
 use wayfinder_consul::{Config, Datacenters};
 use wayfinder_registry::{
-    CancellationToken, Event, EventStream, Health, Registry, RegistryError, RegistryId,
+    CancellationToken, Event, EventStream, Health, RegistryError, RegistryId, Source,
 };
 
 const DEADLINE: Duration = Duration::from_secs(30);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use wayfinder_eureka::Config;
 use wayfinder_registry::{
-    CancellationToken, Event, EventStream, Health, Registration, Registry, RegistryError,
-    RegistryId, ServiceKey,
+    CancellationToken, Event, EventStream, Health, Registration, RegistryError, RegistryId,
+    ServiceKey, Source,
 };
 
 /// How long a test waits for an item.

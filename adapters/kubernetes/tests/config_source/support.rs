@@ -8,10 +8,10 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSource, ConfigSpec, Kind};
+use wayfinder_config::{ConfigEvent, ConfigKey, ConfigObject, ConfigSpec, Kind};
 use wayfinder_kubernetes::config_source::IstioConfig;
 use wayfinder_registry::{
-    CancellationToken, Event, Registration, Registry, RegistryError, RegistryId,
+    CancellationToken, Event, Registration, RegistryError, RegistryId, Source,
 };
 
 /// How long a test waits for something before failing.
@@ -67,7 +67,7 @@ pub fn config_source(client: kube::Client) -> Items<ConfigEvent> {
 pub fn config_source_in(client: kube::Client, namespace: Option<&str>) -> Items<ConfigEvent> {
     let namespace = namespace.map(str::to_string);
     let source = IstioConfig::new(client, namespace, CLUSTER).config_source();
-    assert_eq!(source.name(), "Kubernetes");
+    assert_eq!(source.id().as_str(), "Kubernetes");
     let shutdown = CancellationToken::new();
     Items::new(Box::new(source).watch(shutdown.clone()), shutdown)
 }

@@ -6,7 +6,7 @@ use wayfinder_kubernetes::fake::{FakeApiServer, Fault};
 use wayfinder_kubernetes::fixtures::{SliceEndpoint, endpoint_slice, pod, service};
 use wayfinder_kubernetes::{CLUSTER_LABEL, Config};
 use wayfinder_registry::testkit::{Fixture, Harness, run_all};
-use wayfinder_registry::{Endpoint, Port, Protocol, Registration, Registry, Service};
+use wayfinder_registry::{Endpoint, Port, Protocol, Registration, Service, Source};
 
 use crate::support::registry;
 
@@ -34,7 +34,13 @@ impl Kube {
 }
 
 impl Harness for Kube {
-    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Registry> {
+    type Item = Registration;
+
+    fn canonical(registration: Registration) -> Registration {
+        registration.normalized()
+    }
+
+    async fn start(&mut self, initial: &[Fixture]) -> Box<dyn Source<Registration>> {
         self.fake = Some(FakeApiServer::start().await);
         self.pods.clear();
         for f in initial {

@@ -6,7 +6,7 @@ use futures::StreamExt;
 use wayfinder_kubernetes::fake::FakeApiServer;
 use wayfinder_kubernetes::{Config, KubernetesRegistry};
 use wayfinder_registry::{
-    CancellationToken, Event, EventStream, Registration, Registry, RegistryError, RegistryId,
+    CancellationToken, Event, EventStream, Registration, RegistryError, RegistryId, Source,
 };
 
 /// How long a test waits for an item before failing.
