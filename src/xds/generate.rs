@@ -22,6 +22,7 @@
 
 mod cache;
 mod cluster;
+mod ctx;
 mod domains;
 mod endpoint;
 mod gateway;
@@ -40,16 +41,16 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, Kind, Sidecar};
+use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, Kind};
 use wayfinder_registry::ServiceKey;
 
-use crate::snapshot::rules::{egress_allows, registry_only};
-use crate::snapshot::{MergedService, Snapshot, Visible};
+use crate::snapshot::{MergedService, Snapshot};
 use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
 pub use self::cache::{Layer, Resources};
+use self::ctx::Ctx;
 use self::memo::{Memo, Value};
 pub use self::picked::{Picked, Place};
 use self::scope::{Changes, Reads, Scope};
@@ -448,74 +449,6 @@ fn config_key(kind: Kind, meta: &ConfigMeta) -> ConfigKey {
         kind,
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
-    }
-}
-
-/// What generators need besides a service: the snapshot, the mesh domain, and the namespace
-/// of the proxies being served, with the services they see.
-pub(super) struct Ctx<'a> {
-    pub(super) model: &'a Snapshot,
-    pub(super) domain: &'a str,
-    pub(super) namespace: &'a str,
-    /// The visible services, in hostname order.
-    pub(super) visible: Visible<'a>,
-    /// True when traffic to unknown destinations goes nowhere (a Sidecar's `REGISTRY_ONLY`).
-    pub(super) registry_only: bool,
-}
-
-impl<'a> Ctx<'a> {
-    fn new(model: &'a Snapshot, domain: &'a str, namespace: &'a str) -> Self {
-        Self::scoped(model, domain, namespace, None)
-    }
-
-    /// A context whose services are limited by a Sidecar's egress hosts.
-    fn scoped(
-        model: &'a Snapshot,
-        domain: &'a str,
-        namespace: &'a str,
-        sidecar: Option<(&ConfigMeta, &Sidecar)>,
-    ) -> Self {
-        let mut visible = model.visible(namespace);
-        if let Some((meta, sc)) = sidecar {
-            visible.retain(|s| {
-                egress_allows(
-                    sc,
-                    &meta.namespace,
-                    &s.service.namespace,
-                    &s.service.hostname,
-                )
-            });
-        }
-        let registry_only = registry_only(sidecar.map(|(_, sc)| sc));
-        Self {
-            model,
-            domain,
-            namespace,
-            visible,
-            registry_only,
-        }
-    }
-
-    /// The visible service with this hostname.
-    pub(super) fn service(&self, host: &str) -> Option<&'a MergedService> {
-        let i = self
-            .visible
-            .binary_search_by(|s| (*s.service.hostname).cmp(host))
-            .ok()?;
-        self.visible.get(i).map(|s| &***s)
-    }
-
-    /// The DestinationRule for a service, as seen from this namespace.
-    pub(super) fn rule(
-        &self,
-        svc: &MergedService,
-    ) -> Option<(&'a ConfigMeta, &'a DestinationRule)> {
-        self.model.config.destination_rule(
-            &svc.service.hostname,
-            &svc.service.namespace,
-            self.namespace,
-            self.domain,
-        )
     }
 }
 

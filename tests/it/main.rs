@@ -3,6 +3,8 @@
 //!
 //! - `ads_sotw`, `ads_delta`: every state-of-the-world and incremental (delta) rule, with raw
 //!   ADS clients against an in-process server fed by a memory registry.
+//! - `consistency`: `xds::consistency` over Istio's Bookinfo samples, for a sidecar, a
+//!   gateway and a proxyless gRPC client.
 //! - `architecture`: the dependency rules between crates and between the server's modules,
 //!   checked on the code (`cargo metadata`, and the source parsed with `syn`).
 //! - `golden`: generated configuration per generator, compared with readable JSON files under
@@ -55,6 +57,7 @@ mod bad_input;
 mod bookinfo;
 mod cli;
 mod config;
+mod consistency;
 mod debug_access;
 mod envoy;
 mod gateway;
