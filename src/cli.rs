@@ -1,4 +1,5 @@
-//! The command line: `wayfinder discovery`, `wayfinder version`, `wayfinder request`.
+//! The command line: `wayfinder discovery`, `wayfinder agent`, `wayfinder version`,
+//! `wayfinder request`, `wayfinder validate`. The agent's flags are in [`crate::agent::args`].
 //!
 //! Flags are kebab-case; pilot-discovery's camelCase spellings are accepted as aliases
 //! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--log_output_level`, `--log_as_json`), and the debounce
@@ -51,6 +52,26 @@ pub enum Command {
     Request(RequestArgs),
     /// Check Istio configuration and ServiceEntry files offline; exit 1 when any is invalid.
     Validate(ValidateArgs),
+    /// Run beside a proxy, as pilot-agent does (`proxy sidecar|router`, `capture`).
+    Agent(AgentArgs),
+}
+
+/// `wayfinder agent` subcommands.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AgentCommand,
+}
+
+/// What the agent does.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Run Envoy: bootstrap it, start it, hot-restart it on certificate or configuration
+    /// changes, restart it when it crashes, drain it on SIGTERM.
+    Proxy(crate::agent::ProxyArgs),
+    /// Redirect this network namespace's TCP traffic to the sidecar, as istio-iptables does.
+    Capture(crate::agent::capture::CaptureArgs),
 }
 
 /// `wayfinder validate` arguments.

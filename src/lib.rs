@@ -17,6 +17,7 @@
 //! prometheus-client for metrics, axum for the HTTP pages, tracing for logs.
 //! `tests/it/architecture.rs` checks which module may name which.
 
+pub mod agent;
 pub mod aggregate;
 pub mod cli;
 pub mod debug;

@@ -8,7 +8,8 @@ use wayfinder::aggregate::{Debounce, Settings};
 #[cfg(feature = "consul")]
 use wayfinder::cli::ConsulArgs;
 use wayfinder::cli::{
-    Cli, Command, ConfigSourceKind, Discovery, LogArgs, RequestArgs, ValidateArgs,
+    AgentArgs, AgentCommand, Cli, Command, ConfigSourceKind, Discovery, LogArgs, RequestArgs,
+    ValidateArgs,
 };
 use wayfinder::debug::DebugToken;
 use wayfinder::debug::trust::read_token_file;
@@ -42,6 +43,12 @@ async fn main() -> ExitCode {
         }
         Command::Request(args) => request(args).await,
         Command::Validate(args) => return validate(&args),
+        Command::Agent(AgentArgs {
+            command: AgentCommand::Proxy(args),
+        }) => agent_proxy(args).await,
+        Command::Agent(AgentArgs {
+            command: AgentCommand::Capture(args),
+        }) => wayfinder::agent::capture::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -116,6 +123,12 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     });
     running.wait().await;
     Ok(())
+}
+
+/// `wayfinder agent proxy`: runs Envoy until SIGTERM or SIGINT, then drains it.
+async fn agent_proxy(args: wayfinder::agent::ProxyArgs) -> anyhow::Result<()> {
+    init_logging(&args.log)?;
+    wayfinder::agent::proxy(args, shutdown_signal()).await
 }
 
 #[cfg(feature = "kubernetes")]

@@ -6,6 +6,7 @@ pub(crate) mod binary;
 pub(crate) mod delta;
 pub(crate) mod fixtures;
 pub(crate) mod inproc;
+pub(crate) mod netns;
 pub(crate) mod raw;
 
 use std::future::Future;

@@ -1,0 +1,155 @@
+//! `wayfinder agent proxy` flags: pilot-agent's, each in kebab-case with pilot-agent's
+//! camelCase spelling as an alias.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::cli::{LogArgs, parse_duration};
+
+/// The proxy's role, the first word of its node id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    /// Beside a workload: captures its traffic (`sidecar~…` node ids).
+    Sidecar,
+    /// A gateway (`router~…` node ids), Istio's name for it.
+    Router,
+}
+
+impl Role {
+    /// The node id's type field.
+    pub fn node_type(self) -> &'static str {
+        match self {
+            Self::Sidecar => "sidecar",
+            Self::Router => "router",
+        }
+    }
+}
+
+/// Where the workload is registered, which sets the identity's defaults (pilot-agent's
+/// `--serviceregistry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistryKind {
+    /// A pod: id `POD_NAME.POD_NAMESPACE`, domain `POD_NAMESPACE.svc.cluster.local`.
+    Kubernetes,
+    /// A Consul service instance: id `IP.service.consul`, domain `service.consul`.
+    Consul,
+    /// Anything else (`Mock`, a VM in a file): id `IP.DOMAIN`, domain `--domain` or none.
+    Other,
+}
+
+fn parse_registry(s: &str) -> Result<RegistryKind, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "kubernetes" => Ok(RegistryKind::Kubernetes),
+        "consul" => Ok(RegistryKind::Consul),
+        "mock" | "file" | "other" => Ok(RegistryKind::Other),
+        _ => Err(format!(
+            "unknown service registry {s:?} (expected Kubernetes, Consul or Mock)"
+        )),
+    }
+}
+
+/// A duration Envoy takes in whole seconds (`--drain-time-s`, `--parent-shutdown-time-s`).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.subsec_nanos() != 0 || d.is_zero() {
+        return Err(format!(
+            "{s:?}: Envoy takes this in whole seconds; give at least 1s, in whole seconds"
+        ));
+    }
+    Ok(d)
+}
+
+/// `wayfinder agent proxy` flags.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// `sidecar` beside a workload, or `router` for a gateway.
+    #[arg(value_enum)]
+    pub role: Role,
+    /// The Envoy binary.
+    #[arg(
+        long = "binary-path",
+        visible_alias = "binaryPath",
+        default_value = "/usr/local/bin/envoy"
+    )]
+    pub binary_path: PathBuf,
+    /// Where the agent writes Envoy's bootstrap files (`envoy-rev<EPOCH>.json`).
+    #[arg(
+        long = "config-path",
+        visible_alias = "configPath",
+        default_value = "/etc/istio/proxy"
+    )]
+    pub config_path: PathBuf,
+    /// The control plane's ADS address, `HOST:PORT` (an IP address or a DNS name).
+    #[arg(
+        long = "discovery-address",
+        visible_alias = "discoveryAddress",
+        default_value = "istiod.istio-system.svc:15010"
+    )]
+    pub discovery_address: String,
+    /// The node's cluster (Envoy's `--service-cluster`).
+    #[arg(
+        long = "service-cluster",
+        visible_alias = "serviceCluster",
+        default_value = "istio-proxy"
+    )]
+    pub service_cluster: String,
+    /// How long Envoy drains listeners on a hot restart (`--drain-time-s`) and on shutdown,
+    /// in whole seconds.
+    #[arg(long = "drain-duration", visible_alias = "drainDuration", default_value = "45s", value_parser = parse_seconds)]
+    pub drain_duration: Duration,
+    /// How long an old epoch lives after a hot restart (`--parent-shutdown-time-s`), in whole
+    /// seconds.
+    #[arg(long = "parent-shutdown-duration", visible_alias = "parentShutdownDuration", default_value = "60s", value_parser = parse_seconds)]
+    pub parent_shutdown_duration: Duration,
+    /// Envoy's admin port, on 127.0.0.1 only; 0 lets the system pick one.
+    #[arg(
+        long = "proxy-admin-port",
+        visible_alias = "proxyAdminPort",
+        default_value_t = 15000
+    )]
+    pub proxy_admin_port: u16,
+    /// The agent's status port (`/healthz/ready`, `/app-health/…`, `/stats/prometheus`), on
+    /// every interface, for the kubelet; 0 lets the system pick one.
+    #[arg(
+        long = "status-port",
+        visible_alias = "statusPort",
+        default_value_t = 15020
+    )]
+    pub status_port: u16,
+    /// Envoy's worker threads (`--concurrency`); Envoy's default (one per core) when absent.
+    #[arg(long)]
+    pub concurrency: Option<u32>,
+    /// Envoy configuration to run as it is, instead of the generated bootstrap; watched.
+    #[arg(long = "custom-config-file", visible_alias = "customConfigFile")]
+    pub custom_config_file: Option<PathBuf>,
+    /// A bootstrap template (see [`crate::agent::bootstrap::render_template`]) rendered
+    /// instead of the generated bootstrap; watched.
+    #[arg(long = "template-file", visible_alias = "templateFile")]
+    pub template_file: Option<PathBuf>,
+    /// Envoy's log level (`trace`, `debug`, `info`, `warning`, `error`, `critical`, `off`).
+    #[arg(
+        long = "proxy-log-level",
+        visible_alias = "proxyLogLevel",
+        default_value = "warning"
+    )]
+    pub proxy_log_level: String,
+    /// The node id's domain; by default from `--service-registry` (see [`RegistryKind`]).
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// Where the workload's certificates are (`cert-chain.pem`, `key.pem`, `root-cert.pem`);
+    /// a change to them hot-restarts Envoy.
+    #[arg(long = "certs-dir", default_value = "/etc/certs")]
+    pub certs_dir: PathBuf,
+    /// Where the workload is registered: `Kubernetes`, `Consul` or `Mock`; sets the node
+    /// id's defaults.
+    #[arg(long = "service-registry", visible_alias = "serviceregistry", default_value = "Kubernetes", value_parser = parse_registry)]
+    pub service_registry: RegistryKind,
+    /// Use delta xDS (`DELTA_GRPC`) instead of state of the world.
+    #[arg(long = "xds-delta")]
+    pub xds_delta: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub log: LogArgs,
+}
