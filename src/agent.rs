@@ -16,16 +16,76 @@ pub mod args;
 pub mod bootstrap;
 pub mod capture;
 pub mod identity;
-mod status;
-mod supervisor;
-mod watch;
+pub mod status;
+pub mod supervisor;
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
 
 pub use args::{ProxyArgs, RegistryKind, Role};
 
-/// Runs `wayfinder agent proxy` until `stop` resolves.
-pub async fn proxy(
-    _args: ProxyArgs,
-    _stop: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    anyhow::bail!("wayfinder agent proxy is not built yet")
+/// Runs `wayfinder agent proxy` until `stop` resolves, then drains and stops Envoy. Errors
+/// when the identity, bootstrap or probes cannot be made (before Envoy starts) and when Envoy
+/// fails too often ([`supervisor::MAX_RESTARTS`]).
+pub async fn proxy(args: ProxyArgs, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let labels_path = Path::new(identity::LABELS_FILE);
+    let labels = identity::read_labels_file(labels_path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", labels_path.display()))?;
+    let labels_name = labels_path.display().to_string();
+    let identity = identity::identity(
+        &identity::Inputs {
+            role: args.role,
+            registry: args.service_registry,
+            domain: args.domain.as_deref(),
+            labels_file: labels.as_deref().map(|text| (text, labels_name.as_str())),
+        },
+        &env,
+    )?;
+    let probers = status::probers(env.get("ISTIO_KUBE_APP_PROBERS").map(String::as_str))?;
+    std::fs::create_dir_all(&args.config_path)
+        .map_err(|e| anyhow::anyhow!("--config-path {}: {e}", args.config_path.display()))?;
+    let source = watch::Source {
+        identity: identity.clone(),
+        cluster: args.service_cluster.clone(),
+        discovery_address: args.discovery_address.clone(),
+        admin_port: args.proxy_admin_port,
+        delta: args.xds_delta,
+        custom: args.custom_config_file.clone(),
+        template: args.template_file.clone(),
+        certificates: watch::certificate_files(&args.certs_dir, args.role == Role::Router),
+    };
+    let initial = source.desired()?;
+    let hot_restart = match supervisor::hot_restart_available(&args.binary_path).await {
+        Ok(()) => true,
+        Err(why) => {
+            tracing::warn!(reason = %why, "Envoy cannot hot-restart here: every restart will be cold");
+            false
+        }
+    };
+    tracing::info!(node = %identity.node_id, discovery = %args.discovery_address, "starting the proxy");
+
+    let shutdown = CancellationToken::new();
+    let _stop_tasks = shutdown.clone().drop_guard();
+    let (admin_tx, admin_rx) = tokio::sync::watch::channel(None);
+    status::serve(args.status_port, admin_rx, probers, shutdown.clone()).await?;
+    let (desired_tx, desired_rx) = tokio::sync::watch::channel(initial);
+    tokio::spawn(watch::follow(source, desired_tx, shutdown.clone()));
+    let launcher = supervisor::Launcher {
+        binary: args.binary_path.clone(),
+        dir: args.config_path.clone(),
+        drain: args.drain_duration,
+        parent_shutdown: args.parent_shutdown_duration,
+        cluster: args.service_cluster.clone(),
+        node_id: identity.node_id.clone(),
+        log_level: args.proxy_log_level.clone(),
+        concurrency: args.concurrency,
+        hot_restart,
+    };
+    supervisor::run(launcher, desired_rx, admin_tx, stop).await?;
+    Ok(())
 }

@@ -22,6 +22,7 @@ pub mod aggregate;
 pub mod cli;
 pub mod debug;
 pub mod logging;
+mod net;
 pub mod metrics;
 pub mod registries;
 pub mod server;

@@ -21,11 +21,12 @@ use crate::snapshot::SnapshotReader;
 use crate::xds::ads::{AdsServer, Limits};
 use crate::xds::metrics::XdsMetrics;
 
-mod accept;
-mod grpc;
-mod http;
 
-pub use accept::raise_descriptor_limit;
+mod grpc;
+
+
+pub use crate::net::accept::raise_descriptor_limit;
+use crate::net::{accept, http};
 use accept::{Slots, descriptor_limit};
 
 /// Everything a server needs.

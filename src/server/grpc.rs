@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-use super::accept::{Accepted, Acceptor};
+use crate::net::accept::{Accepted, Acceptor};
 use crate::xds::ads::{AdsService, ConnectionEnd, Limits, PeerAddr};
 
 /// Why a connection closes, as its streams' clients are told.

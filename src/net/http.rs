@@ -17,13 +17,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-use super::accept::{Accepted, Acceptor};
+use crate::net::accept::{Accepted, Acceptor};
 
 /// How long a connection may take to finish its request once the server shuts down.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves `router` on `listener` until `shutdown`, at most `slots` connections at once.
-pub(super) async fn serve(
+pub(crate) async fn serve(
     what: &'static str,
     listener: TcpListener,
     router: Router,
