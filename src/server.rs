@@ -21,9 +21,7 @@ use crate::snapshot::SnapshotReader;
 use crate::xds::ads::{AdsServer, Limits};
 use crate::xds::metrics::XdsMetrics;
 
-
 mod grpc;
-
 
 pub use crate::net::accept::raise_descriptor_limit;
 use crate::net::{accept, http};

@@ -34,9 +34,9 @@ pub struct Settings<'a> {
 
 /// A discovery address split into host and port.
 fn split_address(address: &str) -> anyhow::Result<(&str, u16)> {
-    let (host, port) = address.rsplit_once(':').ok_or_else(|| {
-        anyhow::anyhow!("--discovery-address {address:?} is not HOST:PORT")
-    })?;
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow::anyhow!("--discovery-address {address:?} is not HOST:PORT"))?;
     let port = port
         .parse()
         .map_err(|_| anyhow::anyhow!("--discovery-address {address:?}: bad port {port:?}"))?;
@@ -135,7 +135,9 @@ pub fn render_template(
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
-        let line = 1 + text[..text.len() - rest.len() + start].matches('\n').count();
+        let line = 1 + text[..text.len() - rest.len() + start]
+            .matches('\n')
+            .count();
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let end = after
@@ -184,12 +186,19 @@ mod tests {
 
     #[test]
     fn generated_bootstrap_points_ads_at_the_discovery_address() {
-        let b: Value =
-            serde_json::from_str(&generate(&identity(), &settings("127.0.0.1:15010", false)).unwrap())
-                .unwrap();
-        assert_eq!(b["node"]["id"], "sidecar~10.0.0.1~a.default~default.svc.cluster.local");
+        let b: Value = serde_json::from_str(
+            &generate(&identity(), &settings("127.0.0.1:15010", false)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            b["node"]["id"],
+            "sidecar~10.0.0.1~a.default~default.svc.cluster.local"
+        );
         assert_eq!(b["node"]["metadata"]["NAMESPACE"], "default");
-        assert_eq!(b["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
+        assert_eq!(
+            b["admin"]["address"]["socket_address"]["address"],
+            "127.0.0.1"
+        );
         assert_eq!(b["dynamic_resources"]["ads_config"]["api_type"], "GRPC");
         let xds = &b["static_resources"]["clusters"][0];
         assert_eq!(xds["type"], "STATIC");
@@ -198,10 +207,17 @@ mod tests {
         assert_eq!(addr["port_value"], 15010);
 
         let d: Value = serde_json::from_str(
-            &generate(&identity(), &settings("istiod.istio-system.svc:15010", true)).unwrap(),
+            &generate(
+                &identity(),
+                &settings("istiod.istio-system.svc:15010", true),
+            )
+            .unwrap(),
         )
         .unwrap();
-        assert_eq!(d["dynamic_resources"]["ads_config"]["api_type"], "DELTA_GRPC");
+        assert_eq!(
+            d["dynamic_resources"]["ads_config"]["api_type"],
+            "DELTA_GRPC"
+        );
         assert_eq!(d["static_resources"]["clusters"][0]["type"], "STRICT_DNS");
         assert!(generate(&identity(), &settings("nowhere", false)).is_err());
     }
@@ -217,7 +233,10 @@ mod tests {
         let err = render_template("{\n\n {{ .config.Foo }}", "t.json", &identity(), &s)
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("t.json:3: `{{ .config.Foo }}` is not one of"), "{err}");
+        assert!(
+            err.starts_with("t.json:3: `{{ .config.Foo }}` is not one of"),
+            "{err}"
+        );
         let err = render_template("x {{ .nodeID", "t.json", &identity(), &s)
             .unwrap_err()
             .to_string();

@@ -255,8 +255,14 @@ mod tests {
                 ("POD_NAMESPACE", "bookinfo"),
                 ("SERVICE_ACCOUNT", "reviews"),
                 ("ISTIO_META_CLUSTER_ID", "east"),
-                ("ISTIO_METAJSON_PROXY_CONFIG", r#"{"proxyListenPort": 15001}"#),
-                ("ISTIO_METAJSON_LABELS", r#"{"app": "reviews", "version": "v0"}"#),
+                (
+                    "ISTIO_METAJSON_PROXY_CONFIG",
+                    r#"{"proxyListenPort": 15001}"#,
+                ),
+                (
+                    "ISTIO_METAJSON_LABELS",
+                    r#"{"app": "reviews", "version": "v0"}"#,
+                ),
             ]),
         )
         .unwrap();
@@ -325,16 +331,25 @@ mod tests {
         assert!(matches!(err, IdentityError::NoPod));
         let other = inputs(RegistryKind::Other);
         let err = identity(&other, &env(&[("ISTIO_METAJSON_X", "{nope")])).unwrap_err();
-        assert!(err.to_string().starts_with("ISTIO_METAJSON_X is not JSON"), "{err}");
+        assert!(
+            err.to_string().starts_with("ISTIO_METAJSON_X is not JSON"),
+            "{err}"
+        );
         let err = identity(&other, &env(&[("INSTANCE_IP", "ten")])).unwrap_err();
         assert_eq!(err.to_string(), "INSTANCE_IP \"ten\" is not an IP address");
         let err = identity(&other, &env(&[("ISTIO_METAJSON_LABELS", r#"{"a": 1}"#)])).unwrap_err();
-        assert_eq!(err.to_string(), "ISTIO_METAJSON_LABELS: label \"a\" is not a string");
+        assert_eq!(
+            err.to_string(),
+            "ISTIO_METAJSON_LABELS: label \"a\" is not a string"
+        );
         let labels = Inputs {
             labels_file: Some(("a=\"1\"\nb=2\n", "labels")),
             ..inputs(RegistryKind::Other)
         };
         let err = identity(&labels, &env(&[])).unwrap_err();
-        assert_eq!(err.to_string(), "labels:2: the value is not a quoted string");
+        assert_eq!(
+            err.to_string(),
+            "labels:2: the value is not a quoted string"
+        );
     }
 }

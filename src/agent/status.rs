@@ -96,7 +96,10 @@ pub fn probers(json: Option<&str>) -> anyhow::Result<Probers> {
         }
         match (&p.http_get, &p.tcp_socket) {
             (Some(h), None) => {
-                if let Some(scheme) = h.scheme.as_deref().filter(|s| !s.eq_ignore_ascii_case("HTTP"))
+                if let Some(scheme) = h
+                    .scheme
+                    .as_deref()
+                    .filter(|s| !s.eq_ignore_ascii_case("HTTP"))
                 {
                     anyhow::bail!(
                         "ISTIO_KUBE_APP_PROBERS: {path}: scheme {scheme} is not supported (HTTP only)"
@@ -170,8 +173,8 @@ impl Status {
             .send()
             .await
             .map_err(|e| format!("Envoy's admin: {e}"))?;
-        let status = StatusCode::from_u16(response.status().as_u16())
-            .unwrap_or(StatusCode::BAD_GATEWAY);
+        let status =
+            StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
         let body = response
             .text()
             .await
@@ -198,7 +201,9 @@ impl Status {
                 .sum()
         };
         if count("cluster_manager.cds.") == 0 || count("listener_manager.lds.") == 0 {
-            return Err("Envoy has not received its configuration from the control plane yet".into());
+            return Err(
+                "Envoy has not received its configuration from the control plane yet".into(),
+            );
         }
         Ok(())
     }
@@ -207,7 +212,11 @@ impl Status {
 async fn ready(State(status): State<Status>) -> Response {
     match status.envoy_ready().await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")).into_response(),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
     }
 }
 
@@ -223,7 +232,10 @@ async fn app_health(State(status): State<Status>, uri: Uri) -> Response {
         return (StatusCode::NOT_FOUND, "no such path\n").into_response();
     };
     let timeout = Duration::from_secs(prober.timeout_seconds.max(1));
-    let host = |h: &Option<String>| h.clone().unwrap_or_else(|| IpAddr::from(Ipv4Addr::LOCALHOST).to_string());
+    let host = |h: &Option<String>| {
+        h.clone()
+            .unwrap_or_else(|| IpAddr::from(Ipv4Addr::LOCALHOST).to_string())
+    };
     if let Some(h) = &prober.http_get {
         let path = if h.path.starts_with('/') {
             h.path.clone()
@@ -248,8 +260,16 @@ async fn app_health(State(status): State<Status>, uri: Uri) -> Response {
         let target = format!("{}:{}", host(&t.host), t.port);
         return match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&target)).await {
             Ok(Ok(_)) => StatusCode::OK.into_response(),
-            Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{target}: {e}\n")).into_response(),
-            Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{target}: timed out\n")).into_response(),
+            Ok(Err(e)) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{target}: {e}\n"),
+            )
+                .into_response(),
+            Err(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{target}: timed out\n"),
+            )
+                .into_response(),
         };
     }
     StatusCode::INTERNAL_SERVER_ERROR.into_response()
@@ -272,7 +292,10 @@ mod tests {
         assert!(probers(None).unwrap().is_empty());
         for (json, expected) in [
             ("{nope", "is not a map"),
-            (r#"{"/x": {"tcpSocket": {"port": 1}}}"#, "does not start with /app-health/"),
+            (
+                r#"{"/x": {"tcpSocket": {"port": 1}}}"#,
+                "does not start with /app-health/",
+            ),
             (r#"{"/app-health/a/readyz": {}}"#, "exactly one of"),
             (
                 r#"{"/app-health/a/readyz": {"httpGet": {"port": 1, "scheme": "HTTPS"}}}"#,

@@ -126,7 +126,10 @@ impl Launcher {
         } else {
             let file = self.base_id_file();
             let id = std::fs::read_to_string(&file).map_err(|e| {
-                anyhow::anyhow!("reading the base id epoch 0 wrote to {}: {e}", file.display())
+                anyhow::anyhow!(
+                    "reading the base id epoch 0 wrote to {}: {e}",
+                    file.display()
+                )
             })?;
             command.arg("--base-id").arg(id.trim());
         }
@@ -401,7 +404,9 @@ impl Supervisor {
         mut self,
         exits: &mut mpsc::UnboundedReceiver<(u32, std::io::Result<ExitStatus>)>,
     ) {
-        if let Some(admin) = self.newest().and_then(|e| read_admin(&self.launcher.admin_file(e)))
+        if let Some(admin) = self
+            .newest()
+            .and_then(|e| read_admin(&self.launcher.admin_file(e)))
         {
             tracing::info!(drain = ?self.launcher.drain, "draining Envoy's listeners");
             match drain_listeners(&admin).await {

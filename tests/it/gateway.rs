@@ -40,7 +40,18 @@ type Spec<'a> = (&'a str, &'a str, &'a [&'a str]);
 /// `--delay-ms`); returns it with its port. It is killed (by pid) when the child is dropped,
 /// and its stdin pipe, left in the child, keeps it running until then.
 pub(crate) async fn backend(tools: &Tools, name: &str, flags: &[&str]) -> (Child, u16) {
-    let mut child = Command::new(&tools.python)
+    backend_in(Command::new(&tools.python), tools, name, flags).await
+}
+
+/// [`backend`] run by `python`, a command that runs the test venv's interpreter (perhaps in
+/// a network namespace).
+pub(crate) async fn backend_in(
+    mut python: Command,
+    tools: &Tools,
+    name: &str,
+    flags: &[&str],
+) -> (Child, u16) {
+    let mut child = python
         .arg(tools.clients.join("http_backend.py"))
         .args(["--name", name])
         .args(flags)
@@ -211,7 +222,7 @@ impl Mesh {
     }
 }
 
-fn entry(host: &str, endpoints: &[(u16, &str)]) -> String {
+pub(crate) fn entry(host: &str, endpoints: &[(u16, &str)]) -> String {
     let name = host.split('.').next().unwrap();
     let mut text = format!(
         "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n\

@@ -52,6 +52,7 @@
 
 mod ads_delta;
 mod ads_sotw;
+mod agent;
 mod architecture;
 mod bad_input;
 mod bookinfo;

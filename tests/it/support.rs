@@ -2,10 +2,12 @@
 //! client, files, and waiting for conditions with deadlines.
 
 pub(crate) mod ads;
+pub(crate) mod agent;
 pub(crate) mod binary;
 pub(crate) mod delta;
 pub(crate) mod fixtures;
 pub(crate) mod inproc;
+pub(crate) mod logs;
 pub(crate) mod netns;
 pub(crate) mod raw;
 

@@ -1,15 +1,12 @@
 //! The `wayfinder` binary as a child process on loopback ports it chooses.
 
+use serde_json::Value;
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-
-use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::Notify;
 
-use super::{DEADLINE, eventually};
+use super::eventually;
+use super::logs::Logs;
 
 /// A running `wayfinder discovery`. Killed (by pid) when dropped.
 pub(crate) struct Wayfinder {
@@ -17,9 +14,7 @@ pub(crate) struct Wayfinder {
     pub(crate) grpc: SocketAddr,
     pub(crate) http: SocketAddr,
     pub(crate) monitoring: SocketAddr,
-    logs: Arc<Mutex<Vec<Value>>>,
-    raw: Arc<Mutex<Vec<String>>>,
-    logged: Arc<Notify>,
+    logs: Logs,
 }
 
 impl Drop for Wayfinder {
@@ -109,27 +104,12 @@ impl Wayfinder {
             .spawn()
             .expect("start the wayfinder binary");
         let stderr = child.stderr.take().expect("piped stderr");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let raw = Arc::new(Mutex::new(Vec::new()));
-        let logged = Arc::new(Notify::new());
-        let (sink, raw_sink, notify) = (logs.clone(), raw.clone(), logged.clone());
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
-                raw_sink.lock().unwrap().push(line);
-                sink.lock().unwrap().push(value);
-                notify.notify_waiters();
-            }
-        });
         let mut w = Self {
             child,
             grpc: unspecified(),
             http: unspecified(),
             monitoring: unspecified(),
-            logs,
-            raw,
-            logged,
+            logs: Logs::collect(stderr),
         };
         w.grpc = w.bound("grpc").await;
         w.http = w.bound("http").await;
@@ -177,21 +157,7 @@ impl Wayfinder {
 
     /// Waits for a log line matching `pred` (logged at any time since start).
     pub(crate) async fn wait_log(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
-            let notified = self.logged.notified();
-            if let Some(line) = self.logs.lock().unwrap().iter().find(|l| pred(l)).cloned() {
-                return line;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let logs = self.logs.lock().unwrap();
-                let tail: Vec<String> = logs.iter().rev().take(20).map(|l| l.to_string()).collect();
-                panic!(
-                    "no log line for {what} within {DEADLINE:?}; last lines:\n{}",
-                    tail.join("\n")
-                );
-            }
-        }
+        self.logs.wait(what, pred).await
     }
 
     /// The server's process id.
@@ -215,13 +181,12 @@ impl Wayfinder {
 
     /// Every log line so far that matches `pred`.
     pub(crate) fn logs_matching(&self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        let logs = self.logs.lock().unwrap();
-        logs.iter().filter(|l| pred(l)).cloned().collect()
+        self.logs.matching(pred)
     }
 
     /// Every line logged so far, as written.
     pub(crate) fn raw_logs(&self) -> Vec<String> {
-        self.raw.lock().unwrap().clone()
+        self.logs.raw()
     }
 
     /// The value of an unlabelled gauge or counter on `/metrics`, if it is there.

@@ -71,9 +71,9 @@ impl Netns {
         ]
     }
 
-    /// Runs `f` on a thread of its own inside the namespace (every socket it opens is the
-    /// namespace's) and returns its result.
-    pub(crate) async fn run<T, F>(&self, f: F) -> T
+    /// Starts `f` on a thread of its own inside the namespace (every socket it opens is the
+    /// namespace's); its result arrives on the receiver.
+    pub(crate) fn spawn<T, F>(&self, f: F) -> tokio::sync::oneshot::Receiver<T>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -90,24 +90,36 @@ impl Netns {
             .expect("setns into the test's network namespace");
             let _ = tx.send(f());
         });
-        rx.await.expect("the namespace thread panicked")
+        rx
     }
 
-    /// Runs the future `make()` returns on a current-thread runtime inside the namespace.
-    pub(crate) async fn block_on<T, F, Fut>(&self, make: F) -> T
+    /// Runs the future `make()` returns on a current-thread runtime inside the namespace, on
+    /// a thread of its own; its result arrives on the receiver.
+    pub(crate) fn spawn_async<T, F, Fut>(&self, make: F) -> tokio::sync::oneshot::Receiver<T>
     where
         T: Send + 'static,
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = T>,
     {
-        self.run(move || {
+        self.spawn(move || {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("a runtime in the namespace")
                 .block_on(make())
         })
-        .await
+    }
+
+    /// Runs the future `make()` returns inside the namespace and returns its output.
+    pub(crate) async fn block_on<T, F, Fut>(&self, make: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = T>,
+    {
+        self.spawn_async(make)
+            .await
+            .expect("the namespace thread panicked")
     }
 
     /// GETs `http://ADDR/PATH` from inside the namespace: status and body. A connection error

@@ -1,0 +1,365 @@
+//! `wayfinder agent proxy` with real Envoy 1.40, each test in a network namespace of its own
+//! (as a pod is), so Envoy and the agent use their default ports: the agent starts Envoy,
+//! Envoy gets its configuration from `wayfinder discovery`, a certificate change
+//! hot-restarts it without failing a request, a crash restarts it after a backoff, an Envoy
+//! that always fails makes the agent give up, and SIGTERM drains and leaves nothing behind.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rustix::process::Signal;
+
+use crate::gateway::{backend_in, entry, gateway, virtual_service};
+use crate::support::agent::{Agent, is_envoy, kill};
+use crate::support::binary::Wayfinder;
+use crate::support::eventually;
+use crate::support::fixtures::write;
+use crate::support::netns::Netns;
+use crate::tools::tools;
+
+const REVIEWS: &str = "reviews.default.svc.cluster.local";
+
+/// The environment of the ingress gateway pod `ingress` in `default`.
+const GATEWAY_POD: [(&str, &str); 4] = [
+    ("INSTANCE_IP", "127.0.0.1"),
+    ("POD_NAME", "ingress"),
+    ("POD_NAMESPACE", "default"),
+    ("ISTIO_METAJSON_LABELS", r#"{"istio": "ingressgateway"}"#),
+];
+
+/// `wayfinder discovery` in `netns` with the File registry over an empty directory and the
+/// configuration in `config`.
+async fn server(netns: &Netns, empty: &std::path::Path, config: &std::path::Path) -> Wayfinder {
+    let wrapper = netns.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let (e, c) = (empty.display(), config.display());
+    let flags =
+        format!("--registries=File --file-registry={e} --config-dir={c} --debounce-after=10ms");
+    Wayfinder::start_under(&wrapper, &flags.split(' ').collect::<Vec<_>>()).await
+}
+
+/// GETs `http://ADDR/` with `Host: host` from inside the namespace's thread runtime.
+async fn get_host(
+    client: &reqwest::Client,
+    addr: SocketAddr,
+    host: &str,
+) -> Result<(u16, String), String> {
+    let response = client
+        .get(format!("http://{addr}/"))
+        .header("host", host)
+        .send()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(|e| e.to_string())?))
+}
+
+#[tokio::test]
+async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_failing_requests_and_drains_on_sigterm()
+ {
+    let Some(tools) = tools() else { return };
+    let netns = Netns::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, empty, certs) = (
+        dir.path().join("config"),
+        dir.path().join("empty"),
+        dir.path().join("certs"),
+    );
+    for d in [&config, &empty, &certs] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let (_backend, port) = backend_in(netns.command(&tools.python), &tools, "v1", &[]).await;
+    write(&config, "entry.yaml", &entry(REVIEWS, &[(port, "v1")]));
+    write(&config, "gateway.yaml", &gateway(8080));
+    write(
+        &config,
+        "vs.yaml",
+        &virtual_service(
+            "reviews",
+            REVIEWS,
+            &format!("  - route: [{{destination: {{host: {REVIEWS}}}}}]\n"),
+        ),
+    );
+    let w = server(&netns, &empty, &config).await;
+
+    let envoy = tools.envoy.display().to_string();
+    let discovery = w.grpc.to_string();
+    let certs_dir = certs.display().to_string();
+    let mut agent = Agent::start(
+        &netns,
+        dir.path(),
+        "router",
+        &[
+            "--binary-path",
+            &envoy,
+            "--discovery-address",
+            &discovery,
+            "--certs-dir",
+            &certs_dir,
+            "--drain-duration",
+            "1s",
+            "--parent-shutdown-duration",
+            "3s",
+        ],
+        &GATEWAY_POD,
+    )
+    .await;
+
+    // Start: Envoy runs as epoch 0, gets its configuration, and the status port says ready.
+    agent.ready(&netns).await;
+    let admin0 = agent.admin(0).await;
+    let (_, info) = netns.get(admin0, "/server_info").await;
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["state"], "LIVE");
+    assert_eq!(
+        info["node"]["id"],
+        "router~127.0.0.1~ingress.default~default.svc.cluster.local"
+    );
+    assert_eq!(info["command_line_options"]["restart_epoch"], 0);
+    let bootstrap = std::fs::read_to_string(agent.config_path.join("envoy-rev0.json")).unwrap();
+    let bootstrap: serde_json::Value = serde_json::from_str(&bootstrap).unwrap();
+    let xds = &bootstrap["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        [0]["endpoint"]["address"]["socket_address"];
+    assert_eq!(xds["port_value"], w.grpc.port(), "{bootstrap}");
+
+    // Traffic through the gateway's listener reaches the backend.
+    let listener: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+    eventually(
+        "a request through the gateway to reach the backend",
+        || async {
+            let answer = netns
+                .block_on(move || async move {
+                    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+                    get_host(&client, listener, REVIEWS).await
+                })
+                .await;
+            (answer == Ok((200, "v1".to_string()))).then_some(())
+        },
+    )
+    .await;
+
+    // A request loop runs through the hot restart.
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    let requests = netns.spawn_async(move || async move {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let (mut ok, mut failed) = (0u64, Vec::new());
+        while !stopped.load(Ordering::Relaxed) {
+            match get_host(&client, listener, REVIEWS).await {
+                Ok((200, body)) if body == "v1" => ok += 1,
+                other => failed.push(format!("{other:?}")),
+            }
+        }
+        (ok, failed)
+    });
+
+    // A certificate change: epoch 1 starts, takes over, and epoch 0 exits by itself.
+    write(&certs, "cert-chain.pem", "a certificate\n");
+    let admin1 = agent.admin(1).await;
+    eventually("epoch 1 to be LIVE", || async {
+        let (_, info) = netns.get(admin1, "/server_info").await;
+        let info: serde_json::Value = serde_json::from_str(&info).ok()?;
+        (info["state"] == "LIVE" && info["command_line_options"]["restart_epoch"] == 1)
+            .then_some(())
+    })
+    .await;
+    agent
+        .wait_for("Envoy handed over to a newer epoch and exited", 1)
+        .await;
+    assert!(
+        !agent.config_path.join("envoy-rev0.json").exists(),
+        "epoch 0's file stays"
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (ok, failed) = requests.await.unwrap();
+    eprintln!(
+        "agent: {ok} requests through the hot restart, {} failed",
+        failed.len()
+    );
+    assert!(ok > 0);
+    assert!(
+        failed.is_empty(),
+        "requests failed during the hot restart: {failed:?}"
+    );
+    assert_eq!(
+        agent.envoys().iter().map(|e| e.0).collect::<Vec<_>>(),
+        [0, 1]
+    );
+
+    // SIGTERM: drain, exit 0, no Envoy and no epoch file left.
+    let status = agent.terminate().await;
+    assert!(status.success(), "the agent exited with {status}");
+    agent.wait_for("draining Envoy's listeners", 1).await;
+    for (epoch, pid) in agent.envoys() {
+        assert!(!is_envoy(pid), "Envoy epoch {epoch} (pid {pid}) still runs");
+    }
+    let left: Vec<_> = std::fs::read_dir(&agent.config_path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "files left in the config path: {left:?}");
+}
+
+#[tokio::test]
+async fn a_killed_envoy_is_started_again_from_epoch_0_after_a_backoff() {
+    let Some(tools) = tools() else { return };
+    let netns = Netns::new();
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let w = server(&netns, &empty, &empty).await;
+    let envoy = tools.envoy.display().to_string();
+    let discovery = w.grpc.to_string();
+    let certs = dir.path().join("certs").display().to_string();
+    let agent = Agent::start(
+        &netns,
+        dir.path(),
+        "sidecar",
+        &[
+            "--binary-path",
+            &envoy,
+            "--discovery-address",
+            &discovery,
+            "--certs-dir",
+            &certs,
+        ],
+        &[
+            ("INSTANCE_IP", "10.1.1.5"),
+            ("POD_NAME", "app-1"),
+            ("POD_NAMESPACE", "default"),
+        ],
+    )
+    .await;
+    agent.ready(&netns).await;
+    let (epoch, first) = agent.envoys()[0];
+    assert_eq!(epoch, 0);
+
+    kill(first, Signal::KILL).unwrap();
+    let restart = agent.wait_for("restarting Envoy from epoch 0", 1).await;
+    assert_eq!(restart[0]["restart"], 1);
+    assert_eq!(restart[0]["delay_ms"], 200);
+    let started = agent.wait_for("started Envoy", 2).await;
+    assert_eq!(started[1]["epoch"], 0);
+    assert_ne!(started[1]["pid"], started[0]["pid"]);
+    agent.ready(&netns).await;
+}
+
+#[tokio::test]
+async fn an_envoy_that_always_fails_makes_the_agent_exit_non_zero_after_ten_restarts() {
+    let netns = Netns::new();
+    let dir = tempfile::tempdir().unwrap();
+    let launches = dir.path().join("launches");
+    let binary = dir.path().join("failing-envoy");
+    write(
+        dir.path(),
+        "failing-envoy",
+        &format!(
+            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> {}\nexit 1\n",
+            launches.display()
+        ),
+    );
+    std::fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let binary = binary.display().to_string();
+    let mut agent = Agent::start(
+        &netns,
+        dir.path(),
+        "sidecar",
+        &[
+            "--binary-path",
+            &binary,
+            "--service-registry",
+            "Mock",
+            "--discovery-address",
+            "127.0.0.1:15010",
+        ],
+        &[("INSTANCE_IP", "127.0.0.1")],
+    )
+    .await;
+    // 200 ms·(2¹⁰ − 1) of backoff in all: about three and a half minutes.
+    let status = tokio::time::timeout(Duration::from_secs(600), agent.wait())
+        .await
+        .expect("the agent to give up");
+    assert!(!status.success(), "the agent exited with {status}");
+
+    let text = std::fs::read_to_string(&launches).unwrap();
+    let starts: Vec<f64> = text
+        .lines()
+        .filter(|l| l.contains("--restart-epoch 0"))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 11, "launches:\n{text}");
+    let delays: Vec<u64> = agent
+        .logs
+        .matching(|l| l["message"] == "restarting Envoy from epoch 0")
+        .iter()
+        .map(|l| l["delay_ms"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = (0..10).map(|n| 200 << n).collect();
+    assert_eq!(delays, expected);
+    // Each launch came at least its backoff after the one before.
+    for (n, pair) in starts.windows(2).enumerate() {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap * 1000.0 >= expected[n] as f64 - 1.0,
+            "launch {} came {gap:.3} s after the one before",
+            n + 2
+        );
+    }
+    assert_eq!(
+        agent
+            .logs
+            .matching(|l| l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("giving up")))
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn an_agent_refuses_bad_metadata_and_probes_naming_the_variable() {
+    let netns = Netns::new();
+    let dir = tempfile::tempdir().unwrap();
+    for (var, value, expected) in [
+        (
+            "ISTIO_METAJSON_LABELS",
+            "{not json",
+            "ISTIO_METAJSON_LABELS is not JSON",
+        ),
+        (
+            "ISTIO_KUBE_APP_PROBERS",
+            r#"{"/app-health/a/readyz": {}}"#,
+            "exactly one of httpGet and tcpSocket",
+        ),
+        (
+            "INSTANCE_IP",
+            "ten",
+            "INSTANCE_IP \"ten\" is not an IP address",
+        ),
+    ] {
+        let output = netns
+            .command(crate::support::binary::path())
+            .args([
+                "agent",
+                "proxy",
+                "sidecar",
+                "--service-registry",
+                "Mock",
+                "--config-path",
+            ])
+            .arg(dir.path())
+            .env(var, value)
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(stderr.contains(expected), "{var}: {stderr}");
+    }
+}

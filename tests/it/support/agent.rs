@@ -1,0 +1,140 @@
+//! `wayfinder agent proxy` as a child process in a test's network namespace, with real Envoy.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+use rustix::process::{Pid, Signal, kill_process};
+use serde_json::Value;
+use tokio::process::Child;
+
+use super::binary;
+use super::eventually;
+use super::logs::Logs;
+use super::netns::Netns;
+
+/// The agent's status port inside the namespace (the default, 15020).
+pub(crate) const STATUS: &str = "127.0.0.1:15020";
+
+/// A running agent. Dropping it kills the agent and every Envoy it started (by pid).
+pub(crate) struct Agent {
+    child: Child,
+    pub(crate) logs: Logs,
+    /// `--config-path`: the epoch files.
+    pub(crate) config_path: PathBuf,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        for (_, pid) in self.envoys() {
+            if is_envoy(pid) {
+                let _ = kill(pid, Signal::KILL);
+            }
+        }
+    }
+}
+
+/// Sends `signal` to `pid`.
+pub(crate) fn kill(pid: u32, signal: Signal) -> rustix::io::Result<()> {
+    let pid = Pid::from_raw(i32::try_from(pid).expect("a pid")).expect("a non-zero pid");
+    kill_process(pid, signal)
+}
+
+/// Is `pid` a running (not reaped, not zombie) Envoy?
+pub(crate) fn is_envoy(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let comm_and_state = stat.split_once(" (").map(|(_, rest)| rest).unwrap_or("");
+    comm_and_state.starts_with("envoy)") && !comm_and_state.starts_with("envoy) Z")
+}
+
+impl Agent {
+    /// Starts `wayfinder agent proxy ROLE` inside `netns`, in the working directory `dir`
+    /// (where `./etc/istio/pod/labels` would be), with `--config-path DIR/proxy`, JSON logs,
+    /// `args` and the environment `env`; returns once its status port listens.
+    pub(crate) async fn start(
+        netns: &Netns,
+        dir: &Path,
+        role: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let config_path = dir.join("proxy");
+        let mut command = netns.command(binary::path());
+        command
+            .args(["agent", "proxy", role, "--config-path"])
+            .arg(&config_path)
+            .args(["--log-format", "json"])
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("start wayfinder agent proxy");
+        let logs = Logs::collect(child.stderr.take().expect("piped stderr"));
+        let agent = Self {
+            child,
+            logs,
+            config_path,
+        };
+        agent
+            .logs
+            .wait("the status port", |l| {
+                l["message"] == "status port listening"
+            })
+            .await;
+        agent
+    }
+
+    /// Every `(epoch, pid)` the agent started, in order.
+    pub(crate) fn envoys(&self) -> Vec<(u64, u32)> {
+        self.logs
+            .matching(|l| l["message"] == "started Envoy")
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    l["epoch"].as_u64()?,
+                    u32::try_from(l["pid"].as_u64()?).ok()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Waits until `n` lines carry `message`; returns them all.
+    pub(crate) async fn wait_for(&self, message: &str, n: usize) -> Vec<Value> {
+        self.logs
+            .wait_n(message, n, |l| l["message"] == message)
+            .await
+    }
+
+    /// Waits until `/healthz/ready` answers 200.
+    pub(crate) async fn ready(&self, netns: &Netns) {
+        let status = STATUS.parse().unwrap();
+        eventually("the agent's /healthz/ready to answer 200", || async {
+            (netns.get(status, "/healthz/ready").await.0 == 200).then_some(())
+        })
+        .await;
+    }
+
+    /// The admin address of `epoch`, once Envoy wrote it.
+    pub(crate) async fn admin(&self, epoch: u64) -> std::net::SocketAddr {
+        let file = self.config_path.join(format!("admin-rev{epoch}.txt"));
+        eventually(&format!("epoch {epoch}'s admin address"), || async {
+            std::fs::read_to_string(&file).ok()?.trim().parse().ok()
+        })
+        .await
+    }
+
+    /// Sends SIGTERM and waits for the agent to exit.
+    pub(crate) async fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().expect("a running agent");
+        kill(pid, Signal::TERM).expect("SIGTERM the agent");
+        self.wait().await
+    }
+
+    /// Waits for the agent to exit.
+    pub(crate) async fn wait(&mut self) -> ExitStatus {
+        self.child.wait().await.expect("wait for the agent")
+    }
+}
