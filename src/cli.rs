@@ -66,6 +66,8 @@ pub struct AgentArgs {
 
 /// What the agent does.
 #[derive(Debug, Subcommand)]
+// Parsed once at start: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum AgentCommand {
     /// Run Envoy: bootstrap it, start it, hot-restart it on certificate or configuration
     /// changes, restart it when it crashes, drain it on SIGTERM.

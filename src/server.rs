@@ -197,7 +197,7 @@ impl Running {
 }
 
 /// The connection slots of each port: `--max-connections` for ADS when set, else what the
-/// descriptor limit leaves after a reserve (see `server/accept.rs`).
+/// descriptor limit leaves after a reserve (see `net/accept.rs`).
 fn slots(limits: &Limits) -> Slots {
     let mut slots = descriptor_limit().map_or(
         Slots {

@@ -86,6 +86,25 @@ fn module_rules() -> Vec<Rule> {
             except: "",
         },
         Rule {
+            from: "crate::agent",
+            forbidden: vec![
+                "crate::aggregate",
+                "crate::snapshot",
+                "crate::xds",
+                "crate::server",
+                "crate::debug",
+                "crate::registries",
+                "crate::metrics",
+                "wayfinder_memory",
+                "wayfinder_consul",
+                "wayfinder_eureka",
+                "wayfinder_kubernetes",
+            ],
+            why: "the agent shares no state with the server: it reaches it only over xDS, \
+                  through Envoy (it may use the File adapter's file watcher)",
+            except: "",
+        },
+        Rule {
             from: "crate",
             except: "crate::xds::pb",
             forbidden: vec!["envoy_types"],
@@ -224,6 +243,11 @@ fn checker_catches_planted_violations() {
         planted("crate::snapshot::config", "fn f(s: tonic::Status) {}"),
         // xDS types from the aggregate, through `self`.
         planted("crate::aggregate", "use self::super::xds::TypeUrl;"),
+        // The server's model from the agent.
+        planted(
+            "crate::agent::status",
+            "use crate::snapshot::SnapshotReader;",
+        ),
         // Envoy's types outside `xds::pb`; inside it they are allowed.
         planted("crate::debug", "fn f(_: envoy_types::pb::Any) {}"),
         planted(
@@ -239,13 +263,15 @@ fn checker_catches_planted_violations() {
         ),
     ];
     let found = module_violations(&modules);
-    // In the order of the rules: the snapshot's, xDS's, the aggregate's, Envoy's types'.
+    // In the order of the rules: the snapshot's, xDS's, the aggregate's, the agent's, Envoy's
+    // types'.
     let expect = [
         "crate::snapshot::config (planted.rs) names tonic::Status",
         "crate::xds::ads (planted.rs) names crate::aggregate::Aggregate",
         "crate::xds::generate (planted.rs) names crate::aggregate::snapshot_from",
         "crate::xds::proxy (planted.rs) names wayfinder_file::Feed",
         "crate::aggregate (planted.rs) names crate::xds::TypeUrl",
+        "crate::agent::status (planted.rs) names crate::snapshot::SnapshotReader",
         "crate::debug (planted.rs) names envoy_types::pb::Any",
     ];
     assert_eq!(found.len(), expect.len(), "{found:#?}");
