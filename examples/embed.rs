@@ -37,6 +37,7 @@ async fn main() -> anyhow::Result<()> {
         ready_requires_healthy: false,
         system_ca_file: wayfinder::xds::DEFAULT_SYSTEM_CA_FILE.into(),
         debug_token: None,
+        auto_registration: None,
         limits: Default::default(),
         http_header_read_timeout: Duration::from_secs(10),
     })

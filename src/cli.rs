@@ -168,6 +168,10 @@ pub struct Discovery {
     /// How long to wait for every registry's first state before serving anyway.
     #[arg(long = "sync-timeout", visible_alias = "syncTimeout", default_value = "30s", value_parser = parse_duration)]
     pub sync_timeout: Duration,
+    /// How long the workload entry of an auto-registered VM stays after its proxy's last
+    /// stream closed (a reconnect within it keeps the entry).
+    #[arg(long = "workload-entry-grace-period", env = "PILOT_WORKLOAD_ENTRY_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration)]
+    pub workload_entry_grace_period: Duration,
     /// Make `/ready` answer 503 while any registry is degraded (unreachable or answering
     /// garbage), instead of serving its last good state as ready.
     #[arg(long = "ready-requires-healthy")]

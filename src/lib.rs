@@ -19,6 +19,7 @@
 
 pub mod agent;
 pub mod aggregate;
+pub mod autoregistration;
 pub mod cli;
 pub mod debug;
 pub mod logging;

@@ -83,6 +83,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
     let registries::Built {
         registries,
         config_sources,
+        auto_registration,
     } = registries::build(&config).await?;
     let settings = Settings {
         debounce: Debounce {
@@ -113,6 +114,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         limits,
         http_header_read_timeout: args.client_limits.http_header_read_timeout,
         debug_token,
+        auto_registration: auto_registration.map(|b| (b, args.workload_entry_grace_period)),
     })
     .await?;
     let token = running.shutdown_token();

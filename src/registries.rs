@@ -332,6 +332,27 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         let id = RegistryId::new(KUBERNETES_CONFIG_REGISTRY);
         registries.push(Box::new(istio.entries(id)));
     }
+    // The AutoRegistration registry (see `crate::autoregistration`): the ServiceEntries of
+    // every file, selecting the workload entries of connected VMs.
+    let mut auto_registration = None;
+    let files: Vec<PathBuf> = config
+        .file_paths
+        .iter()
+        .chain(&config.config_dirs)
+        .cloned()
+        .collect();
+    if !files.is_empty() {
+        let entries = wayfinder_file::Config {
+            paths: files,
+            max_file_bytes: config.max_file_bytes,
+        };
+        let (registry, blobs) = entries
+            .build(RegistryId::new(crate::autoregistration::REGISTRY))
+            .map_err(BuildError::ConfigDir)?
+            .beside_config_source()
+            .with_blobs();
+        auto_registration = Some((registry, blobs));
+    }
     if !config.config_dirs.is_empty() {
         let entries = wayfinder_file::Config {
             paths: config.config_dirs.clone(),
@@ -343,9 +364,14 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
             .beside_config_source();
         registries.push(Box::new(registry));
     }
+    let auto_registration = auto_registration.map(|(registry, blobs)| {
+        registries.push(Box::new(registry));
+        blobs
+    });
     Ok(Built {
         registries,
         config_sources,
+        auto_registration,
     })
 }
 
@@ -355,6 +381,9 @@ pub struct Built {
     pub registries: Vec<Box<dyn Registry>>,
     /// Configuration sources.
     pub config_sources: Vec<Box<dyn ConfigSource>>,
+    /// Where auto-registered workload entries go (the `AutoRegistration` registry, the last
+    /// of `registries`), when there are files whose ServiceEntries could select them.
+    pub auto_registration: Option<wayfinder_file::Blobs>,
 }
 
 /// A client per cluster; refuses two clusters with one id.

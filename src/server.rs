@@ -55,6 +55,10 @@ pub struct Config {
     /// The bearer token that lets peers other than loopback read `/debug/*`; `None`: only
     /// loopback peers may.
     pub debug_token: Option<crate::debug::DebugToken>,
+    /// Auto-registration of VMs: where their entries go, and the grace period after their
+    /// last stream closes (see [`crate::autoregistration`]). `None`: proxies asking for it
+    /// are not registered.
+    pub auto_registration: Option<(wayfinder_file::Blobs, Duration)>,
 }
 
 /// A running server.
@@ -130,6 +134,10 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         &config.limits,
         shutdown.clone(),
     );
+    if let Some((blobs, grace)) = config.auto_registration {
+        let observer = crate::autoregistration::AutoRegistration::new(blobs, grace);
+        let _ = ads.observe(Arc::new(observer));
+    }
     let slots = slots(&config.limits);
     let mut tasks = JoinSet::new();
     tasks.spawn(grpc::serve(

@@ -13,6 +13,7 @@ pub mod generate;
 pub mod json;
 pub mod metrics;
 pub mod names;
+pub mod observe;
 pub mod pb;
 pub mod proxy;
 pub mod resource;

@@ -54,6 +54,7 @@ use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 use crate::metrics::ReasonLabel;
 use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
+use crate::xds::observe::StreamObserver;
 use crate::xds::proxy::Proxy;
 use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
 
@@ -90,6 +91,8 @@ struct Inner {
     /// How long a stream may hold some of the push budget while its connection takes
     /// nothing, before the connection is closed.
     push_send_timeout: Duration,
+    /// Told about streams opening and closing and the health proxies report.
+    observer: std::sync::OnceLock<Arc<dyn StreamObserver>>,
 }
 
 /// How many pushes `/debug/push_status` keeps.
@@ -185,6 +188,7 @@ impl AdsServer {
             first_request_wait: limits.idle_timeout,
             push_budget,
             push_send_timeout: limits.push_send_timeout,
+            observer: std::sync::OnceLock::new(),
         });
         tokio::spawn(follow(
             model,
@@ -194,6 +198,15 @@ impl AdsServer {
             shutdown,
         ));
         Self { inner }
+    }
+
+    /// Tells `observer` about every stream from now on (see [`StreamObserver`]); a second
+    /// observer is refused.
+    pub fn observe(&self, observer: Arc<dyn StreamObserver>) -> Result<(), &'static str> {
+        self.inner
+            .observer
+            .set(observer)
+            .map_err(|_| "the ADS server already has an observer")
     }
 
     /// The gRPC service to mount (on a tonic server).
@@ -327,6 +340,9 @@ impl AdsServer {
             id: conn.id,
         };
         tracing::info!(peer = %peer.addr(), proxy = %proxy, kind = ?proxy.kind, variant = P::VARIANT, "xDS stream opened");
+        if let Some(observer) = self.inner.observer.get() {
+            observer.opened(conn.id, &proxy, &self.inner.model.snapshot());
+        }
         let mut state = P::new(proxy, self.inner.identifier.clone())
             .with_max_names(self.inner.read_limits.max_names);
         let mut versions = self.inner.versions.clone();
@@ -434,6 +450,9 @@ impl Drop for Registration<'_> {
         if let Some(conn) = lock(&self.server.inner.connections).remove(&self.id) {
             let peer = conn.peer.map_or_else(|| "-".to_string(), |a| a.to_string());
             tracing::info!(%peer, proxy = %conn.proxy, "xDS stream closed");
+            if let Some(observer) = self.server.inner.observer.get() {
+                observer.closed(self.id);
+            }
         }
         self.server.inner.metrics.xds_clients.dec();
     }

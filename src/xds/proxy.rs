@@ -4,8 +4,9 @@
 //! `sidecar~10.1.1.5~reviews-v1-abc.default~default.svc.cluster.local`, with `TYPE` one of
 //! `sidecar` or `router`. An id without `~` (as gRPC clients and hand-written bootstraps often
 //! use) is accepted as a sidecar with no IP of its own. Node metadata refines this as in Istio:
-//! `NAMESPACE`, `INSTANCE_IPS`, `LABELS`, `CLUSTER_ID`, `GENERATOR` and `PROXY_CONFIG`
-//! (`proxyListenPort`, `proxyInboundListenPort`), plus wayfinder's own
+//! `NAMESPACE`, `INSTANCE_IPS`, `LABELS`, `CLUSTER_ID`, `GENERATOR`, `PROXY_CONFIG`
+//! (`proxyListenPort`, `proxyInboundListenPort`), `NETWORK` and `AUTO_REGISTER_GROUP` (a VM
+//! that registers itself: see `crate::autoregistration`), plus wayfinder's own
 //! `WAYFINDER_LISTEN_ADDRESS` (the address the capture listeners bind, default `0.0.0.0`, for
 //! proxies that run outside a network namespace of their own).
 //!
@@ -76,6 +77,13 @@ pub struct Proxy {
     pub user_agent: String,
     /// Listener placement for sidecars.
     pub listen: ListenSettings,
+    /// Metadata `AUTO_REGISTER_GROUP`: the WorkloadGroup (in the proxy's namespace) its
+    /// connection registers a workload entry of.
+    pub auto_register_group: Option<String>,
+    /// Metadata `NETWORK`: the network its addresses belong to (empty: the default).
+    pub network: String,
+    /// The node's locality, `region/zone/subzone` (empty when it has none).
+    pub locality: String,
 }
 
 /// A node that cannot be served.
@@ -182,6 +190,19 @@ impl Proxy {
             cluster_id: meta.string("CLUSTER_ID").unwrap_or_default().to_string(),
             user_agent: node.user_agent_name.clone(),
             listen,
+            auto_register_group: meta
+                .string("AUTO_REGISTER_GROUP")
+                .filter(|g| !g.is_empty())
+                .map(str::to_string),
+            network: meta.string("NETWORK").unwrap_or_default().to_string(),
+            locality: node
+                .locality
+                .as_ref()
+                .map(|l| {
+                    let parts = [l.region.as_str(), l.zone.as_str(), l.sub_zone.as_str()];
+                    parts.join("/").trim_end_matches('/').to_string()
+                })
+                .unwrap_or_default(),
         })
     }
 

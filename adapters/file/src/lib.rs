@@ -148,6 +148,7 @@ impl Config {
             targets,
             beside_config: false,
             max_file_bytes: self.max_file_bytes,
+            blobs: None,
         })
     }
 }
@@ -159,6 +160,26 @@ pub struct FileRegistry {
     targets: Vec<Target>,
     beside_config: bool,
     max_file_bytes: u64,
+    blobs: Option<tokio::sync::mpsc::UnboundedReceiver<runner::Blob>>,
+}
+
+/// Objects a [`FileRegistry`]'s owner hands it besides its files (see
+/// [`FileRegistry::with_blobs`]). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Blobs {
+    tx: tokio::sync::mpsc::UnboundedSender<runner::Blob>,
+}
+
+impl Blobs {
+    /// Sets the blob `name` to `bytes` (a YAML or JSON document, read as a file is).
+    pub fn set(&self, name: &str, bytes: Vec<u8>) {
+        let _ = self.tx.send((name.to_string(), Some(bytes)));
+    }
+
+    /// Removes the blob `name`, as a deleted file.
+    pub fn remove(&self, name: &str) {
+        let _ = self.tx.send((name.to_string(), None));
+    }
 }
 
 impl FileRegistry {
@@ -169,6 +190,16 @@ impl FileRegistry {
     pub fn beside_config_source(mut self) -> Self {
         self.beside_config = true;
         self
+    }
+
+    /// Also reads objects its owner hands in: each named blob is read as a file after every
+    /// configured path (so with the least precedence), once the files' first state is in.
+    /// The server's auto-registration writes its WorkloadEntries this way, to be selected by
+    /// the ServiceEntries of the files.
+    pub fn with_blobs(mut self) -> (Self, Blobs) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.blobs = Some(rx);
+        (self, Blobs { tx })
     }
 }
 
@@ -182,12 +213,15 @@ impl Source<Registration> for FileRegistry {
     /// every file the config source reads.
     fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
         let services = Services::new(self.beside_config);
-        let runner = Runner::new(
+        let mut runner = Runner::new(
             self.targets,
             self.max_file_bytes,
             shutdown.clone(),
             services,
         );
+        if let Some(blobs) = self.blobs {
+            runner = runner.with_blobs(blobs);
+        }
         on_reader(self.id.as_str(), runner.into_stream(), shutdown)
     }
 }

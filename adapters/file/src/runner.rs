@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use tokio::sync::mpsc;
 use wayfinder_config::model::{FileKey, Health, Model};
 use wayfinder_registry::{CancellationToken, RegistryError};
 
@@ -37,7 +38,12 @@ pub(crate) struct Runner<M: Model> {
     /// of the composed state, and whether the consumer sees the source as degraded.
     health: Health,
     out: VecDeque<Result<M::Event, RegistryError>>,
+    /// Named blobs the owner hands in besides the files ([`crate::Blobs`]).
+    blobs: Option<mpsc::UnboundedReceiver<Blob>>,
 }
+
+/// A named blob and its new bytes (`None`: gone).
+pub(crate) type Blob = (String, Option<Vec<u8>>);
 
 impl<M: Model> Runner<M> {
     pub(crate) fn new(
@@ -55,7 +61,14 @@ impl<M: Model> Runner<M> {
             started: false,
             health: Health::default(),
             out: VecDeque::new(),
+            blobs: None,
         }
+    }
+
+    /// Also takes the blobs `rx` receives, as files after every target.
+    pub(crate) fn with_blobs(mut self, rx: mpsc::UnboundedReceiver<Blob>) -> Self {
+        self.blobs = Some(rx);
+        self
     }
 
     /// The stream of items, ending promptly once the shutdown token is cancelled.
@@ -82,7 +95,21 @@ impl<M: Model> Runner<M> {
             let watch = self
                 .watch
                 .get_or_insert_with(|| Watch::new(&self.targets, self.shutdown.clone()));
-            match watch.next().await? {
+            // Blobs wait for the files' first state, so that the first `Reset` is complete.
+            let event = match &mut self.blobs {
+                Some(blobs) if self.started => tokio::select! {
+                    event = watch.next() => event?,
+                    blob = blobs.recv() => {
+                        match blob {
+                            Some((name, bytes)) => self.take_blob(&name, bytes.as_deref()),
+                            None => self.blobs = None,
+                        }
+                        continue;
+                    }
+                },
+                _ => watch.next().await?,
+            };
+            match event {
                 WatchEvent::Changed(paths) => self.reload(&paths).await,
                 WatchEvent::Restored { path, changed } => {
                     self.health.set(&path.display().to_string(), Vec::new());
@@ -120,6 +147,17 @@ impl<M: Model> Runner<M> {
         self.started = true;
         let (events, composed) = self.model.commit(first);
         // The composed state is judged afresh each time; report only new failures.
+        errors.extend(self.health.compose(composed));
+        self.settle(events, errors);
+    }
+
+    /// Applies one blob, as the file `name` after every target, and queues what changed.
+    fn take_blob(&mut self, name: &str, bytes: Option<&[u8]>) {
+        let key: FileKey = (self.targets.len(), PathBuf::from(name));
+        let errors = self.model.apply(&key, bytes);
+        self.health.set(name, errors.clone());
+        let (events, composed) = self.model.commit(false);
+        let mut errors = errors;
         errors.extend(self.health.compose(composed));
         self.settle(events, errors);
     }

@@ -21,6 +21,8 @@ pub(crate) struct Agent {
     pub(crate) logs: Logs,
     /// `--config-path`: the epoch files.
     pub(crate) config_path: PathBuf,
+    /// Its status port, inside the namespace.
+    status: std::net::SocketAddr,
 }
 
 impl Drop for Agent {
@@ -58,6 +60,19 @@ impl Agent {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_at(netns, dir, role, STATUS, args, env).await
+    }
+
+    /// [`Agent::start`] for an agent whose `--status-port` (in `args`) makes its status port
+    /// `status`, beside another agent.
+    pub(crate) async fn start_at(
+        netns: &Netns,
+        dir: &Path,
+        role: &str,
+        status: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let config_path = dir.join("proxy");
         let mut command = netns.command(binary::path());
         command
@@ -77,6 +92,7 @@ impl Agent {
             child,
             logs,
             config_path,
+            status: status.parse().expect("a status address"),
         };
         agent
             .logs
@@ -110,9 +126,8 @@ impl Agent {
 
     /// Waits until `/healthz/ready` answers 200.
     pub(crate) async fn ready(&self, netns: &Netns) {
-        let status = STATUS.parse().unwrap();
         eventually("the agent's /healthz/ready to answer 200", || async {
-            (netns.get(status, "/healthz/ready").await.0 == 200).then_some(())
+            (netns.get(self.status, "/healthz/ready").await.0 == 200).then_some(())
         })
         .await;
     }

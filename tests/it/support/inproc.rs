@@ -64,6 +64,7 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         ready_requires_healthy: false,
         system_ca_file: wayfinder::xds::DEFAULT_SYSTEM_CA_FILE.into(),
         debug_token: None,
+        auto_registration: None,
         limits,
         http_header_read_timeout: Duration::from_secs(10),
     })
