@@ -15,7 +15,9 @@
 pub mod args;
 pub mod bootstrap;
 pub mod capture;
+pub mod health;
 pub mod identity;
+pub mod probe;
 pub mod status;
 pub mod supervisor;
 pub mod watch;
@@ -47,6 +49,7 @@ pub async fn proxy(args: ProxyArgs, stop: impl Future<Output = ()>) -> anyhow::R
         &env,
     )?;
     let probers = status::probers(env.get("ISTIO_KUBE_APP_PROBERS").map(String::as_str))?;
+    let readiness = health::readiness_probe(env.get("PROXY_CONFIG").map(String::as_str))?;
     std::fs::create_dir_all(&args.config_path)
         .map_err(|e| anyhow::anyhow!("--config-path {}: {e}", args.config_path.display()))?;
     let source = watch::Source {
@@ -86,6 +89,12 @@ pub async fn proxy(args: ProxyArgs, stop: impl Future<Output = ()>) -> anyhow::R
         concurrency: args.concurrency,
         hot_restart,
     };
+    // A VM that registers itself reports its workload's health (see `health`).
+    if let Some(probe) = readiness.filter(|_| identity.metadata.contains_key("AUTO_REGISTER_GROUP"))
+    {
+        let node = health::node(&identity.node_id, &args.service_cluster, &identity.metadata);
+        tokio::spawn(health::report(probe, node, args.discovery_address.clone()));
+    }
     supervisor::run(launcher, desired_rx, admin_tx, stop).await?;
     Ok(())
 }

@@ -12,24 +12,38 @@
 //!   name cannot hold replaced by `-`, as Istio names it, and annotated
 //!   `istio.io/autoRegistrationGroup: <group>` and `istio.io/workloadController: wayfinder`.
 //!
-//! The entry is served by the registry `AutoRegistration`: the File registry's model over
-//! the same files as `--file-registry` and `--config-dir`, whose ServiceEntries select it,
-//! with the entries handed in as objects ([`wayfinder_file::FileRegistry::with_blobs`]). So
-//! `/debug/registryz` lists the registry, and `/debug/endpointz` tags the entry's endpoints
-//! `AutoRegistration`.
+//! The entry is served by the registry `AutoRegistration` ([`AutoRegistry`]): the File
+//! registry's model over the same files as `--file-registry` and `--config-dir`, whose
+//! ServiceEntries select it, with the entries handed in as objects
+//! ([`wayfinder_file::FileRegistry::with_blobs`]). It reports only the entries' endpoints
+//! (what the files define themselves is the File and Config registries' to report), and
+//! stays quiet about the files' errors, which those registries report. So `/debug/registryz`
+//! lists the services with auto-registered workloads under `AutoRegistration`, and
+//! `/debug/endpointz` tags those workloads' endpoints `AutoRegistration`. When a
+//! ServiceEntry changes, this registry may follow a moment after the one that reads it first,
+//! which can show as a merge conflict for that moment.
 //!
 //! An entry lives while any stream of its proxies is open. When the last one closes it stays
 //! for the grace period (`--workload-entry-grace-period`, Istio's
 //! `PILOT_WORKLOAD_ENTRY_GRACE_PERIOD`, 10 s by default) and is then removed; a reconnect
 //! within the period keeps it. A proxy naming a group that does not exist is logged and not
 //! registered. Entries live in the replica the proxy is connected to.
+//!
+//! Health: a group with a `probe` has its agents run it and report the result as
+//! `istio.io/health` requests ([`crate::xds::observe::HEALTH_TYPE`]); the entry carries Istio's
+//! `Healthy` condition, and an unhealthy workload gets no traffic. Such an entry is unhealthy
+//! until its first good report. Without a probe, the entry is healthy while it is connected.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use wayfinder_file::Blobs;
+use wayfinder_file::{Blobs, FileRegistry};
+use wayfinder_registry::{
+    CancellationToken, Endpoint, Event, EventStream, Registration, RegistryId, ServiceKey, Source,
+};
 
 use crate::snapshot::Snapshot;
 use crate::xds::observe::StreamObserver;
@@ -41,10 +55,127 @@ pub const REGISTRY: &str = "AutoRegistration";
 /// Istio's default `PILOT_WORKLOAD_ENTRY_GRACE_PERIOD`.
 pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
+/// The endpoints the registry reports: each entry's address and ports, by blob name.
+type Marks = Arc<Mutex<HashMap<String, (String, BTreeMap<String, u16>)>>>;
+
+/// The `AutoRegistration` registry: see the module docs.
+pub struct AutoRegistry {
+    files: FileRegistry,
+    marks: Marks,
+}
+
+/// Where [`AutoRegistration`] puts its entries: the registry's blobs, and the endpoints it
+/// reports.
+pub struct Handle {
+    blobs: Blobs,
+    marks: Marks,
+}
+
+/// The `AutoRegistration` registry over `files` (a File registry with the id
+/// [`REGISTRY`] over every file), and the handle entries go through.
+pub fn registry(files: FileRegistry) -> (AutoRegistry, Handle) {
+    let (files, blobs) = files.with_blobs();
+    let marks = Marks::default();
+    (
+        AutoRegistry {
+            files,
+            marks: marks.clone(),
+        },
+        Handle { blobs, marks },
+    )
+}
+
+impl Source<Registration> for AutoRegistry {
+    fn id(&self) -> &RegistryId {
+        self.files.id()
+    }
+
+    fn watch(self: Box<Self>, shutdown: CancellationToken) -> EventStream {
+        let marks = self.marks;
+        let mut reported = HashSet::new();
+        Box::new(self.files)
+            .watch(shutdown)
+            .filter_map(move |item| {
+                let event = item
+                    .ok()
+                    .and_then(|e| only_entries(e, &marks, &mut reported));
+                std::future::ready(event.map(Ok))
+            })
+            .boxed()
+    }
+}
+
+/// `event` with only the entries' endpoints, and services without any left out (removed
+/// when they were reported before); `None` when nothing is left. Refusals and recoveries are
+/// the files' own registries' to report.
+fn only_entries(event: Event, marks: &Marks, reported: &mut HashSet<ServiceKey>) -> Option<Event> {
+    let marks = marks.lock().unwrap_or_else(PoisonError::into_inner);
+    let keep = |r: Registration| -> Option<Registration> {
+        let endpoints: Vec<Endpoint> = r
+            .endpoints
+            .iter()
+            .filter(|e| {
+                marks.values().any(|(address, ports)| {
+                    *e.address == **address
+                        && e.ports.len() == ports.len()
+                        && e.ports.iter().all(|(n, p)| ports.get(&**n) == Some(p))
+                })
+            })
+            .cloned()
+            .collect();
+        (!endpoints.is_empty()).then(|| Registration {
+            service: r.service.clone(),
+            endpoints: endpoints.into(),
+        })
+    };
+    let mut upserts = Vec::new();
+    let mut removes = Vec::new();
+    let (mut changed, mut gone) = (Vec::new(), Vec::new());
+    match event {
+        Event::Reset(all) => {
+            reported.clear();
+            for r in all {
+                if let Some(r) = keep(r) {
+                    reported.insert(r.key());
+                    upserts.push(r);
+                }
+            }
+            return Some(Event::Reset(upserts));
+        }
+        Event::Upsert(r) => changed.push(r),
+        Event::Remove(key) => gone.push(key),
+        Event::Batch {
+            removes: keys,
+            upserts: registrations,
+        } => {
+            gone = keys;
+            changed = registrations;
+        }
+        Event::Refused(_) | Event::Recovered => return None,
+    }
+    for key in gone {
+        if reported.remove(&key) {
+            removes.push(key);
+        }
+    }
+    for r in changed {
+        let key = r.key();
+        match keep(r) {
+            Some(r) => {
+                reported.insert(key);
+                upserts.push(r);
+            }
+            None if reported.remove(&key) => removes.push(key),
+            None => {}
+        }
+    }
+    Event::changes(upserts, removes)
+}
+
 /// Follows proxies' streams and keeps their workload entries in the registry (see the module
 /// docs).
 pub struct AutoRegistration {
-    blobs: Blobs,
+    handle: Handle,
     grace: Duration,
     state: Arc<Mutex<State>>,
 }
@@ -58,6 +189,10 @@ struct State {
 }
 
 struct Entry {
+    /// The `WorkloadEntry` without its status.
+    object: Value,
+    /// What the proxy's last health report said: `None` healthy, `Some(why)` unhealthy.
+    unhealthy: Option<String>,
     /// Open streams keeping it.
     streams: usize,
     /// Changes with every connect and disconnect, so that a removal scheduled before a
@@ -68,11 +203,11 @@ struct Entry {
 }
 
 impl AutoRegistration {
-    /// Registers entries through `blobs` (the `AutoRegistration` registry's), removing each
+    /// Registers entries through `handle` (the `AutoRegistration` registry's), removing each
     /// `grace` after its last stream closed.
-    pub fn new(blobs: Blobs, grace: Duration) -> Self {
+    pub fn new(handle: Handle, grace: Duration) -> Self {
         Self {
-            blobs,
+            handle,
             grace,
             state: Arc::default(),
         }
@@ -101,24 +236,41 @@ impl StreamObserver for AutoRegistration {
             tracing::warn!(proxy = %proxy, "the proxy has no address to register (INSTANCE_IPS); not registered");
             return;
         };
-        let entry = workload_entry(group_name, namespace, &address.to_string(), proxy, &group);
-        let name = entry["metadata"]["name"]
+        let object = workload_entry(group_name, namespace, &address.to_string(), proxy, &group);
+        let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
         let blob = format!("auto-registration/{namespace}/{name}");
-        let bytes = serde_json::to_vec(&entry).unwrap_or_default();
         let mut state = self.lock();
         state.streams.insert(stream, blob.clone());
         let e = state.entries.entry(blob.clone()).or_insert_with(|| Entry {
+            object: Value::Null,
+            // With a probe, the workload waits for its first good report.
+            unhealthy: group
+                .probe
+                .then(|| "waiting for the first health report".to_string()),
             streams: 0,
             generation: 0,
             name: format!("{namespace}/{name}"),
         });
+        let ports: BTreeMap<String, u16> = object["spec"]["ports"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(n, p)| Some((n.clone(), u16::try_from(p.as_u64()?).ok()?)))
+            .collect();
+        e.object = object;
         e.streams += 1;
         e.generation += 1;
         tracing::info!(proxy = %proxy, entry = %e.name, streams = e.streams, "auto-registered WorkloadEntry");
-        self.blobs.set(&blob, bytes);
+        let bytes = e.bytes();
+        self.handle
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(blob.clone(), (address.to_string(), ports));
+        self.handle.blobs.set(&blob, bytes);
     }
 
     fn closed(&self, stream: u64) {
@@ -136,7 +288,8 @@ impl StreamObserver for AutoRegistration {
         }
         let generation = e.generation;
         tracing::info!(entry = %e.name, grace = ?self.grace, "the last stream of an auto-registered WorkloadEntry closed; it is removed after the grace period unless the proxy reconnects");
-        let (state, blobs, grace) = (self.state.clone(), self.blobs.clone(), self.grace);
+        let (state, grace) = (self.state.clone(), self.grace);
+        let (blobs, marks) = (self.handle.blobs.clone(), self.handle.marks.clone());
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -148,11 +301,51 @@ impl StreamObserver for AutoRegistration {
             {
                 tracing::info!(entry = %e.name, "removed an auto-registered WorkloadEntry");
                 blobs.remove(&blob);
+                marks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&blob);
             }
         });
     }
 
-    fn health(&self, _stream: u64, _unhealthy: Option<&str>) {}
+    fn health(&self, stream: u64, unhealthy: Option<&str>) {
+        let mut state = self.lock();
+        let Some(blob) = state.streams.get(&stream).cloned() else {
+            return;
+        };
+        let Some(e) = state.entries.get_mut(&blob) else {
+            return;
+        };
+        if e.unhealthy.as_deref() == unhealthy {
+            return;
+        }
+        e.unhealthy = unhealthy.map(str::to_string);
+        match unhealthy {
+            None => tracing::info!(entry = %e.name, "an auto-registered workload reports healthy"),
+            Some(why) => {
+                tracing::info!(entry = %e.name, reason = %why, "an auto-registered workload reports unhealthy")
+            }
+        }
+        self.handle.blobs.set(&blob, e.bytes());
+    }
+}
+
+impl Entry {
+    /// The object with Istio's `Healthy` condition, as bytes for the registry.
+    fn bytes(&self) -> Vec<u8> {
+        let mut object = self.object.clone();
+        let (status, message) = match &self.unhealthy {
+            None => ("True", ""),
+            Some(why) => ("False", why.as_str()),
+        };
+        object["status"] = json!({"conditions": [{
+            "type": "Healthy",
+            "status": status,
+            "message": message,
+        }]});
+        serde_json::to_vec(&object).unwrap_or_default()
+    }
 }
 
 /// A WorkloadGroup as auto-registration reads it: the entry's metadata and spec template,
@@ -161,6 +354,8 @@ struct Group {
     labels: Map<String, Value>,
     annotations: Map<String, Value>,
     template: Map<String, Value>,
+    /// Whether the group defines a `probe`: its workloads report their health.
+    probe: bool,
 }
 
 /// The WorkloadGroup `namespace/name` in the model's configuration.

@@ -346,12 +346,11 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
             paths: files,
             max_file_bytes: config.max_file_bytes,
         };
-        let (registry, blobs) = entries
+        let files = entries
             .build(RegistryId::new(crate::autoregistration::REGISTRY))
             .map_err(BuildError::ConfigDir)?
-            .beside_config_source()
-            .with_blobs();
-        auto_registration = Some((registry, blobs));
+            .beside_config_source();
+        auto_registration = Some(crate::autoregistration::registry(files));
     }
     if !config.config_dirs.is_empty() {
         let entries = wayfinder_file::Config {
@@ -364,9 +363,9 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
             .beside_config_source();
         registries.push(Box::new(registry));
     }
-    let auto_registration = auto_registration.map(|(registry, blobs)| {
+    let auto_registration = auto_registration.map(|(registry, handle)| {
         registries.push(Box::new(registry));
-        blobs
+        handle
     });
     Ok(Built {
         registries,
@@ -383,7 +382,7 @@ pub struct Built {
     pub config_sources: Vec<Box<dyn ConfigSource>>,
     /// Where auto-registered workload entries go (the `AutoRegistration` registry, the last
     /// of `registries`), when there are files whose ServiceEntries could select them.
-    pub auto_registration: Option<wayfinder_file::Blobs>,
+    pub auto_registration: Option<crate::autoregistration::Handle>,
 }
 
 /// A client per cluster; refuses two clusters with one id.

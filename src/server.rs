@@ -58,7 +58,7 @@ pub struct Config {
     /// Auto-registration of VMs: where their entries go, and the grace period after their
     /// last stream closes (see [`crate::autoregistration`]). `None`: proxies asking for it
     /// are not registered.
-    pub auto_registration: Option<(wayfinder_file::Blobs, Duration)>,
+    pub auto_registration: Option<(crate::autoregistration::Handle, Duration)>,
 }
 
 /// A running server.
@@ -134,8 +134,8 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         &config.limits,
         shutdown.clone(),
     );
-    if let Some((blobs, grace)) = config.auto_registration {
-        let observer = crate::autoregistration::AutoRegistration::new(blobs, grace);
+    if let Some((handle, grace)) = config.auto_registration {
+        let observer = crate::autoregistration::AutoRegistration::new(handle, grace);
         let _ = ads.observe(Arc::new(observer));
     }
     let slots = slots(&config.limits);

@@ -14,7 +14,7 @@
 //! stays on loopback, and only the three read-only paths above reach it.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,11 +24,11 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::probe::{Outcome, Probe};
 use super::supervisor::read_admin;
 
 /// Connections the status port serves at once.
@@ -38,47 +38,8 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long Envoy's admin may take to answer.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// One application probe, as Istio's injector writes it into `ISTIO_KUBE_APP_PROBERS`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Prober {
-    http_get: Option<HttpGet>,
-    tcp_socket: Option<TcpSocket>,
-    /// Kubernetes' default is 1 s.
-    #[serde(default = "one")]
-    timeout_seconds: u64,
-}
-
-fn one() -> u64 {
-    1
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HttpGet {
-    #[serde(default)]
-    path: String,
-    port: u16,
-    host: Option<String>,
-    scheme: Option<String>,
-    #[serde(default)]
-    http_headers: Vec<Header>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-struct Header {
-    name: String,
-    value: String,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-struct TcpSocket {
-    port: u16,
-    host: Option<String>,
-}
-
 /// The probes by path (`/app-health/<container>/readyz`).
-pub type Probers = BTreeMap<String, Prober>;
+pub type Probers = BTreeMap<String, Probe>;
 
 /// Reads `ISTIO_KUBE_APP_PROBERS`; an invalid value stops the agent with the reason.
 pub fn probers(json: Option<&str>) -> anyhow::Result<Probers> {
@@ -94,23 +55,8 @@ pub fn probers(json: Option<&str>) -> anyhow::Result<Probers> {
         if !path.starts_with("/app-health/") {
             anyhow::bail!("ISTIO_KUBE_APP_PROBERS: {path:?} does not start with /app-health/");
         }
-        match (&p.http_get, &p.tcp_socket) {
-            (Some(h), None) => {
-                if let Some(scheme) = h
-                    .scheme
-                    .as_deref()
-                    .filter(|s| !s.eq_ignore_ascii_case("HTTP"))
-                {
-                    anyhow::bail!(
-                        "ISTIO_KUBE_APP_PROBERS: {path}: scheme {scheme} is not supported (HTTP only)"
-                    );
-                }
-            }
-            (None, Some(_)) => {}
-            _ => anyhow::bail!(
-                "ISTIO_KUBE_APP_PROBERS: {path}: give exactly one of httpGet and tcpSocket"
-            ),
-        }
+        p.check(false)
+            .map_err(|why| anyhow::anyhow!("ISTIO_KUBE_APP_PROBERS: {path}: {why}"))?;
     }
     Ok(probers)
 }
@@ -228,51 +174,22 @@ async fn prometheus(State(status): State<Status>) -> Response {
 }
 
 async fn app_health(State(status): State<Status>, uri: Uri) -> Response {
-    let Some(prober) = status.probers.get(uri.path()) else {
+    let Some(probe) = status.probers.get(uri.path()) else {
         return (StatusCode::NOT_FOUND, "no such path\n").into_response();
     };
-    let timeout = Duration::from_secs(prober.timeout_seconds.max(1));
-    let host = |h: &Option<String>| {
-        h.clone()
-            .unwrap_or_else(|| IpAddr::from(Ipv4Addr::LOCALHOST).to_string())
-    };
-    if let Some(h) = &prober.http_get {
-        let path = if h.path.starts_with('/') {
-            h.path.clone()
-        } else {
-            format!("/{}", h.path)
-        };
-        let mut request = status
-            .client
-            .get(format!("http://{}:{}{path}", host(&h.host), h.port))
-            .timeout(timeout);
-        for header in &h.http_headers {
-            request = request.header(&header.name, &header.value);
-        }
-        return match request.send().await {
-            Ok(r) => StatusCode::from_u16(r.status().as_u16())
-                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-                .into_response(),
-            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
-        };
+    // The application's own status where it answered, as Istio's agent passes it on.
+    match probe.run(&status.client).await {
+        Outcome::Pass(code) => code
+            .and_then(|c| StatusCode::from_u16(c).ok())
+            .unwrap_or(StatusCode::OK)
+            .into_response(),
+        Outcome::Fail(why, code) => (
+            code.and_then(|c| StatusCode::from_u16(c).ok())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            format!("{why}\n"),
+        )
+            .into_response(),
     }
-    if let Some(t) = &prober.tcp_socket {
-        let target = format!("{}:{}", host(&t.host), t.port);
-        return match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&target)).await {
-            Ok(Ok(_)) => StatusCode::OK.into_response(),
-            Ok(Err(e)) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("{target}: {e}\n"),
-            )
-                .into_response(),
-            Err(_) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("{target}: timed out\n"),
-            )
-                .into_response(),
-        };
-    }
-    StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }
 
 #[cfg(test)]
@@ -289,6 +206,9 @@ mod tests {
         assert_eq!(p.len(), 2);
         assert_eq!(p["/app-health/app/readyz"].timeout_seconds, 3);
         assert_eq!(p["/app-health/app/livez"].timeout_seconds, 1);
+        let exec = r#"{"/app-health/a/readyz": {"exec": {"command": ["true"]}}}"#;
+        let err = probers(Some(exec)).unwrap_err().to_string();
+        assert!(err.contains("the kubelet's"), "{err}");
         assert!(probers(None).unwrap().is_empty());
         for (json, expected) in [
             ("{nope", "is not a map"),

@@ -54,7 +54,7 @@ use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 use crate::metrics::ReasonLabel;
 use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
-use crate::xds::observe::StreamObserver;
+use crate::xds::observe::{HEALTH_TYPE, StreamObserver};
 use crate::xds::proxy::Proxy;
 use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
 
@@ -352,7 +352,7 @@ impl AdsServer {
             if let Some(req) = next.take() {
                 // Boxed: an answer's future is a kilobyte, which the task would otherwise
                 // keep for the stream's life (`-Zprint-type-sizes`).
-                if !Box::pin(self.answer(&mut state, req, out)).await? {
+                if !Box::pin(self.answer(&mut state, req, out, conn.id)).await? {
                     return Ok(());
                 }
             } else {
@@ -379,9 +379,19 @@ impl AdsServer {
         state: &mut P,
         req: Budgeted<P::Request>,
         out: &mut Outbox,
+        stream: u64,
     ) -> Result<bool, StreamError> {
-        let outcome = state.on_request(&req, &self.current())?;
         let (type_url, nonce) = P::request_type_and_nonce(&req);
+        if type_url == HEALTH_TYPE {
+            // istio-agent's health report: for the observer, never answered.
+            let unhealthy = P::error_detail(&req);
+            tracing::debug!(proxy = %state.proxy(), ?unhealthy, "health report");
+            if let Some(observer) = self.inner.observer.get() {
+                observer.health(stream, unhealthy);
+            }
+            return Ok(true);
+        }
+        let outcome = state.on_request(&req, &self.current())?;
         let m = &self.inner.metrics;
         if outcome.stale {
             m.xds_expired_nonce.inc();

@@ -178,12 +178,17 @@ pub(crate) fn workload_entry(
             "port 0 is not a valid port",
         ));
     }
+    let mut endpoint = endpoint(&object.spec);
+    // Istio's health condition, which auto-registration sets from the proxy's reports.
+    if object.condition_false("Healthy") {
+        endpoint.health = wayfinder_registry::Health::Unhealthy;
+    }
     Ok(Workload {
         id: ObjectId::new("WorkloadEntry", namespace, &object.metadata.name),
         origin: origin.clone(),
         name,
         namespace: namespace.into(),
-        endpoint: endpoint(&object.spec),
+        endpoint,
     })
 }
 

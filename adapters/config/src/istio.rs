@@ -50,7 +50,9 @@ impl Decode for IstioObject {
     }
 }
 
-/// A whole object: type, metadata and spec. A `status` is accepted and ignored.
+/// A whole object: type, metadata and spec. Of a `status`, only its conditions are read (a
+/// WorkloadEntry's `Healthy` condition says whether its workload gets traffic); the rest is
+/// accepted and ignored.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Object<S> {
@@ -60,8 +62,36 @@ pub(crate) struct Object<S> {
     _kind: IgnoredAny,
     pub(crate) metadata: Metadata,
     pub(crate) spec: S,
-    #[serde(rename = "status")]
-    _status: Option<IgnoredAny>,
+    #[serde(default)]
+    pub(crate) status: Option<ObjectStatus>,
+}
+
+/// An object's `status`, as far as it is read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub(crate) struct ObjectStatus {
+    #[serde(default)]
+    pub(crate) conditions: Vec<Condition>,
+}
+
+/// One of a `status`'s `conditions` (Kubernetes' shape; other fields are ignored).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub(crate) struct Condition {
+    #[serde(rename = "type", default)]
+    pub(crate) kind: String,
+    #[serde(default)]
+    pub(crate) status: String,
+    #[serde(default)]
+    pub(crate) message: String,
+}
+
+impl<S> Object<S> {
+    /// Whether a condition of `kind` says `"False"`.
+    pub(crate) fn condition_false(&self, kind: &str) -> bool {
+        self.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .any(|c| c.kind == kind && c.status == "False")
+    }
 }
 
 /// Kubernetes object metadata; fields other than these are ignored.

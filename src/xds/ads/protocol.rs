@@ -56,6 +56,8 @@ pub(super) trait Protocol: Send + Sized + 'static {
     }
     fn node(req: &Self::Request) -> Option<&Node>;
     fn request_type_and_nonce(req: &Self::Request) -> (&str, &str);
+    /// The request's `error_detail` message, if it has one.
+    fn error_detail(req: &Self::Request) -> Option<&str>;
     /// The response as it is written, and its summary: its resources are counted as they are
     /// measured for encoding (a walk of the snapshot's layers when they are not listed).
     fn encode(response: Self::Response) -> (Summary, Encoded);
@@ -82,6 +84,12 @@ impl Protocol for StreamState {
     }
     fn request_type_and_nonce(req: &SotwRequest) -> (&str, &str) {
         (&req.request.type_url, &req.request.response_nonce)
+    }
+    fn error_detail(req: &SotwRequest) -> Option<&str> {
+        req.request
+            .error_detail
+            .as_ref()
+            .map(|s| s.message.as_str())
     }
     fn encode(r: SotwResponse) -> (Summary, Encoded) {
         let (type_url, version, nonce) = (r.type_url, r.version_info.clone(), r.nonce.clone());
@@ -121,6 +129,9 @@ impl Protocol for DeltaState {
     }
     fn request_type_and_nonce(req: &DeltaDiscoveryRequest) -> (&str, &str) {
         (&req.type_url, &req.response_nonce)
+    }
+    fn error_detail(req: &DeltaDiscoveryRequest) -> Option<&str> {
+        req.error_detail.as_ref().map(|s| s.message.as_str())
     }
     fn encode(r: DeltaResponse) -> (Summary, Encoded) {
         let (type_url, removed) = (r.type_url, r.removed.len());
