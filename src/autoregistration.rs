@@ -424,3 +424,95 @@ fn workload_entry(
         "spec": Value::Object(spec),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use wayfinder_registry::Service;
+
+    use super::*;
+
+    fn reg(host: &str, endpoints: &[(&str, u16)]) -> Registration {
+        Registration::new(
+            Service::new(host, "default"),
+            endpoints
+                .iter()
+                .map(|(a, p)| Endpoint::new(*a).with_port("http", *p))
+                .collect(),
+        )
+    }
+
+    fn marks(entries: &[(&str, u16)]) -> Marks {
+        let marks = Marks::default();
+        for (i, (a, p)) in entries.iter().enumerate() {
+            marks.lock().unwrap().insert(
+                format!("blob-{i}"),
+                (a.to_string(), [("http".to_string(), *p)].into()),
+            );
+        }
+        marks
+    }
+
+    fn hosts(event: &Event) -> Vec<String> {
+        match event {
+            Event::Reset(all) => all
+                .iter()
+                .map(|r| format!("{}={}", r.service.hostname, r.endpoints.len()))
+                .collect(),
+            Event::Upsert(r) => vec![format!("+{}={}", r.service.hostname, r.endpoints.len())],
+            Event::Remove(k) => vec![format!("-{}", k.hostname)],
+            Event::Batch { removes, upserts } => removes
+                .iter()
+                .map(|k| format!("-{}", k.hostname))
+                .chain(
+                    upserts
+                        .iter()
+                        .map(|r| format!("+{}={}", r.service.hostname, r.endpoints.len())),
+                )
+                .collect(),
+            other => vec![format!("{other:?}")],
+        }
+    }
+
+    #[test]
+    fn only_the_entries_endpoints_are_reported_and_emptied_services_removed() {
+        let m = marks(&[("10.0.0.7", 9080)]);
+        let mut reported = HashSet::new();
+        // The files' own endpoint (same address, another port) is left out, and so is a
+        // service without an entry.
+        let reset = Event::Reset(vec![
+            reg("vm.example", &[("10.0.0.7", 9080), ("10.0.0.7", 7000)]),
+            reg("other.example", &[("10.0.0.9", 9080)]),
+        ]);
+        let out = only_entries(reset, &m, &mut reported).unwrap();
+        assert_eq!(hosts(&out), ["vm.example=1"]);
+        // A change that leaves a reported service without entries removes it; one of a
+        // service never reported says nothing.
+        let out = only_entries(
+            Event::Upsert(reg("vm.example", &[("10.0.0.7", 7000)])),
+            &m,
+            &mut reported,
+        );
+        assert_eq!(hosts(&out.unwrap()), ["-vm.example"]);
+        assert!(
+            only_entries(Event::Upsert(reg("other.example", &[])), &m, &mut reported).is_none()
+        );
+        assert!(
+            only_entries(
+                Event::Remove(reg("other.example", &[]).key()),
+                &m,
+                &mut reported
+            )
+            .is_none()
+        );
+        // Health events of the files are not this registry's.
+        assert!(only_entries(Event::Recovered, &m, &mut reported).is_none());
+        let batch = Event::Batch {
+            removes: vec![reg("gone.example", &[]).key()],
+            upserts: vec![reg("vm.example", &[("10.0.0.7", 9080)])],
+        };
+        assert_eq!(
+            hosts(&only_entries(batch, &m, &mut reported).unwrap()),
+            ["+vm.example=1"]
+        );
+    }
+}

@@ -207,7 +207,7 @@ async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_
 }
 
 #[tokio::test]
-async fn a_killed_envoy_is_started_again_from_epoch_0_after_a_backoff() {
+async fn a_killed_envoy_over_delta_xds_is_started_again_from_epoch_0_after_a_backoff() {
     let Some(tools) = tools() else { return };
     let netns = Netns::new();
     let dir = tempfile::tempdir().unwrap();
@@ -228,6 +228,7 @@ async fn a_killed_envoy_is_started_again_from_epoch_0_after_a_backoff() {
             &discovery,
             "--certs-dir",
             &certs,
+            "--xds-delta",
         ],
         &[
             ("INSTANCE_IP", "10.1.1.5"),
@@ -237,6 +238,10 @@ async fn a_killed_envoy_is_started_again_from_epoch_0_after_a_backoff() {
     )
     .await;
     agent.ready(&netns).await;
+    w.wait_log("Envoy's delta xDS stream", |l| {
+        l["message"] == "xDS stream opened" && l["variant"] == "delta"
+    })
+    .await;
     let (epoch, first) = agent.envoys()[0];
     assert_eq!(epoch, 0);
 
