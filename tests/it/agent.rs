@@ -12,7 +12,7 @@ use std::time::Duration;
 use rustix::process::Signal;
 
 use crate::gateway::{backend_in, entry, gateway, virtual_service};
-use crate::support::agent::{Agent, is_envoy, kill};
+use crate::support::agent::{Agent, STATUS, is_envoy, kill};
 use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::fixtures::write;
@@ -217,6 +217,13 @@ async fn a_killed_envoy_over_delta_xds_is_started_again_from_epoch_0_after_a_bac
     let envoy = tools.envoy.display().to_string();
     let discovery = w.grpc.to_string();
     let certs = dir.path().join("certs").display().to_string();
+    // The application's probes, as Istio's injector rewrites them to the agent: one to a
+    // running application, one to a port nothing listens on.
+    let (_app, app_port) = backend_in(netns.command(&tools.python), &tools, "app", &[]).await;
+    let probers = format!(
+        r#"{{"/app-health/app/readyz": {{"httpGet": {{"path": "/ready", "port": {app_port}}}}},
+            "/app-health/app/livez": {{"tcpSocket": {{"port": 1}}, "timeoutSeconds": 1}}}}"#
+    );
     let agent = Agent::start(
         &netns,
         dir.path(),
@@ -234,10 +241,21 @@ async fn a_killed_envoy_over_delta_xds_is_started_again_from_epoch_0_after_a_bac
             ("INSTANCE_IP", "10.1.1.5"),
             ("POD_NAME", "app-1"),
             ("POD_NAMESPACE", "default"),
+            ("ISTIO_KUBE_APP_PROBERS", &probers),
         ],
     )
     .await;
     agent.ready(&netns).await;
+    let status: SocketAddr = STATUS.parse().unwrap();
+    assert_eq!(netns.get(status, "/app-health/app/readyz").await.0, 200);
+    assert_eq!(netns.get(status, "/app-health/app/livez").await.0, 500);
+    assert_eq!(netns.get(status, "/app-health/other/readyz").await.0, 404);
+    let (code, stats) = netns.get(status, "/stats/prometheus").await;
+    assert_eq!(code, 200);
+    assert!(
+        stats.contains("envoy_cluster_manager_cds_update_success"),
+        "{stats}"
+    );
     w.wait_log("Envoy's delta xDS stream", |l| {
         l["message"] == "xDS stream opened" && l["variant"] == "delta"
     })
