@@ -359,8 +359,23 @@ struct Group {
 }
 
 /// The WorkloadGroup `namespace/name` in the model's configuration.
-fn find_group(_model: &Snapshot, _namespace: &str, _name: &str) -> Option<Group> {
-    None
+fn find_group(model: &Snapshot, namespace: &str, name: &str) -> Option<Group> {
+    let (_, wg) = model.config.workload_group(namespace, name)?;
+    let strings = |m: &BTreeMap<String, String>| -> Map<String, Value> {
+        m.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect()
+    };
+    let template = match serde_json::to_value(wg.template.as_ref()?) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    Some(Group {
+        labels: strings(&wg.metadata.labels),
+        annotations: strings(&wg.metadata.annotations),
+        template,
+        probe: wg.probe.is_some(),
+    })
 }
 
 /// The entry for `proxy` at `address` from `group`, as a `WorkloadEntry` object.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use wayfinder_config::{
     ConfigKey, ConfigMeta, ConfigObject, ConfigSpec, DestinationRule, Gateway, Kind, Sidecar,
-    VirtualService,
+    VirtualService, WorkloadGroup,
 };
 
 /// Every accepted configuration object. When two sources hold the same key, the one listed
@@ -67,5 +67,23 @@ impl TrafficConfig {
             ConfigSpec::Sidecar(sc) => Some((&o.meta, sc)),
             _ => None,
         })
+    }
+
+    /// The WorkloadGroup `namespace/name`, if there is one.
+    pub fn workload_group(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(&ConfigMeta, &WorkloadGroup)> {
+        let key = ConfigKey {
+            kind: Kind::WorkloadGroup,
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        let object = self.objects.get(&key)?;
+        match &object.spec {
+            ConfigSpec::WorkloadGroup(wg) => Some((&object.meta, wg)),
+            _ => None,
+        }
     }
 }

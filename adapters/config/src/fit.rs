@@ -19,6 +19,8 @@ impl ConfigSpec {
             ConfigSpec::DestinationRule(dr) => destination_rule(dr),
             ConfigSpec::Gateway(gw) => gateway(gw),
             ConfigSpec::Sidecar(sc) => sidecar(sc),
+            // Its lists are short (probe headers, an exec command).
+            ConfigSpec::WorkloadGroup(_) => {}
         }
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - **The kinds.** The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and
 //!   `v1alpha3` share one schema) for the kinds that shape what proxies are served:
-//!   [`VirtualService`], [`DestinationRule`], [`Gateway`] and [`Sidecar`], each a
+//!   [`VirtualService`], [`DestinationRule`], [`Gateway`] and [`Sidecar`], and
+//!   [`WorkloadGroup`] (the template of auto-registered VMs' entries), each a
 //!   [`ConfigObject`] with its [`ConfigMeta`] and [`ConfigSpec`]. Field names and enum values
 //!   are Istio's, so the YAML users already have deserializes as is. [`validate`] checks an
 //!   object as Istio does, with field paths. The types skip fields they do not model; a reader
@@ -60,6 +61,7 @@ mod services;
 mod sidecar;
 mod view;
 mod virtual_service;
+mod workload_group;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -83,6 +85,7 @@ pub use sidecar::*;
 pub use virtual_service::*;
 /// Re-exported from the contract, where every source's refusals are one type.
 pub use wayfinder_registry::Refusal;
+pub use workload_group::*;
 
 /// The kinds of configuration wayfinder reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -95,15 +98,18 @@ pub enum Kind {
     Gateway,
     /// `Sidecar`: what a sidecar sees.
     Sidecar,
+    /// `WorkloadGroup`: the template of auto-registered VMs' entries.
+    WorkloadGroup,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
         Kind::Sidecar,
+        Kind::WorkloadGroup,
     ];
 
     /// The kind's name in YAML.
@@ -113,6 +119,7 @@ impl Kind {
             Kind::DestinationRule => "DestinationRule",
             Kind::Gateway => "Gateway",
             Kind::Sidecar => "Sidecar",
+            Kind::WorkloadGroup => "WorkloadGroup",
         }
     }
 
@@ -177,6 +184,9 @@ pub enum ConfigSpec {
     Gateway(Gateway),
     /// A `Sidecar`.
     Sidecar(Sidecar),
+    /// A `WorkloadGroup`, boxed as DestinationRule is: its template and probe would make every
+    /// object larger.
+    WorkloadGroup(Box<WorkloadGroup>),
 }
 
 /// One configuration object.
@@ -196,6 +206,7 @@ impl ConfigObject {
             ConfigSpec::DestinationRule(_) => Kind::DestinationRule,
             ConfigSpec::Gateway(_) => Kind::Gateway,
             ConfigSpec::Sidecar(_) => Kind::Sidecar,
+            ConfigSpec::WorkloadGroup(_) => Kind::WorkloadGroup,
         }
     }
 

@@ -11,7 +11,7 @@
 //!
 //! The rules live beside the kind they check: `virtual_service` (hosts, TLS and TCP rules),
 //! `http` and its helpers (HTTP rules), `destination_rule` and `traffic_policy`, `gateway`,
-//! `sidecar`; `names` holds the host-name and label grammar they share and `regex` the RE2 check.
+//! `sidecar`, `workload_group`; `names` holds the host-name and label grammar they share and `regex` the RE2 check.
 
 mod destination_rule;
 mod gateway;
@@ -23,6 +23,7 @@ mod regex;
 mod sidecar;
 mod traffic_policy;
 mod virtual_service;
+mod workload_group;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -82,6 +83,7 @@ pub fn validate(object: &ConfigObject) -> Vec<Problem> {
         ConfigSpec::DestinationRule(dr) => destination_rule::check(dr, namespace, &mut p),
         ConfigSpec::Gateway(gw) => gateway::check(gw, &mut p),
         ConfigSpec::Sidecar(sc) => sidecar::check(sc, &mut p),
+        ConfigSpec::WorkloadGroup(wg) => workload_group::check(wg, &mut p),
     }
     p.0
 }

@@ -5,8 +5,8 @@
 //! Start with [`IstioConfig::new`] (a client, a namespace or all, the cluster's name for
 //! messages). It gives two sources, each watching its own kinds with its own stream:
 //!
-//! - [`IstioConfig::config_source`]: `VirtualService`, `DestinationRule`, `Gateway` and
-//!   `Sidecar` as a [`ConfigSource`] named `Kubernetes`, whose stream follows the contract on
+//! - [`IstioConfig::config_source`]: `VirtualService`, `DestinationRule`, `Gateway`,
+//!   `Sidecar` and `WorkloadGroup` as a [`ConfigSource`] named `Kubernetes`, whose stream follows the contract on
 //!   [`ConfigEvent`]. It also watches `security.istio.io`'s `AuthorizationPolicy`,
 //!   `PeerAuthentication` and `RequestAuthentication`, only to refuse each (with its Event)
 //!   as `--config-dir` refuses them: wayfinder does not enforce them yet, and skipping them
@@ -47,7 +47,7 @@
 //! in force. One Event per version of an object (uid and resource version): a relist does not
 //! post it again. A failure to post is logged as a warning and otherwise ignored.
 //!
-//! Permissions: `list` and `watch` on the six kinds of `networking.istio.io`, and `create` on
+//! Permissions: `list` and `watch` on the seven kinds of `networking.istio.io`, and `create` on
 //! core `events` in the namespaces of the objects.
 //!
 //! # Lists, failures and missing CRDs

@@ -375,3 +375,53 @@ async fn configz_lists_objects_by_name_a_page_at_a_time() {
     assert_eq!(small["objects"].as_array().unwrap().len(), 7);
     assert_eq!(small["next"], 10);
 }
+
+#[tokio::test]
+async fn workload_groups_are_validated_as_istio_validates_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // Istio's own dataset object: accepted, its template address ignored with a warning.
+    write(
+        dir.path(),
+        "wg.yaml",
+        &istio_file("networking-v1-WorkloadGroup.yaml"),
+    );
+    // A probe with two handlers: refused, with its place.
+    write(
+        dir.path(),
+        "bad.yaml",
+        "apiVersion: networking.istio.io/v1beta1\nkind: WorkloadGroup\n\
+         metadata: {name: bad, namespace: default}\nspec:\n  template: {}\n  \
+         probe: {tcpSocket: {port: 80}, exec: {command: [true]}}\n",
+    );
+    let out = Command::new(path())
+        .arg("validate")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("bad.yaml: document 1 (line 1): WorkloadGroup default/bad: spec.probe: needs exactly one of httpGet, tcpSocket and exec"),
+        "{text}"
+    );
+    assert!(
+        text.contains("WorkloadGroup default/reviews: spec.template.address: ignored"),
+        "{text}"
+    );
+    assert!(text.contains("1 error, 1 warning"), "{text}");
+
+    // The server keeps the good one in force and lists the bad one as refused.
+    let w = start(dir.path()).await;
+    let z = refused(&w, 1).await;
+    assert!(
+        objects(&z).contains(&("WorkloadGroup".to_string(), "reviews".to_string())),
+        "{z}"
+    );
+    assert!(
+        z["refused"][0]["file"]
+            .as_str()
+            .unwrap()
+            .contains("bad.yaml"),
+        "{z}"
+    );
+}

@@ -163,7 +163,7 @@ pub(crate) fn read(path: &std::path::Path, bytes: &[u8], validator: Validator) -
 pub(crate) fn unknown_kind(meta: &TypeMeta) -> String {
     format!(
         "skipping {meta}: an unknown kind (wayfinder reads ServiceEntry, WorkloadEntry, \
-         VirtualService, DestinationRule, Gateway and Sidecar of {}/{{{}}})",
+         VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}})",
         istio::GROUP,
         istio::VERSIONS.join(","),
     )
@@ -257,6 +257,9 @@ impl Decode for Box<Decoded> {
             }),
             Some(Kind::Gateway) => Decoded::new(Object::deserialize(de)?, ConfigSpec::Gateway),
             Some(Kind::Sidecar) => Decoded::new(Object::deserialize(de)?, ConfigSpec::Sidecar),
+            Some(Kind::WorkloadGroup) => Decoded::new(Object::deserialize(de)?, |wg| {
+                ConfigSpec::WorkloadGroup(Box::new(wg))
+            }),
             None => return Err(D::Error::custom(format!("unexpected kind {}", meta.kind))),
         })
     }

@@ -7,6 +7,7 @@ mod http;
 mod names;
 mod sidecar;
 mod virtual_service;
+mod workload_group;
 
 use std::sync::Arc;
 

@@ -29,11 +29,12 @@ pub(super) struct ApiKind {
 /// The kinds of the config source. The security policies are read only to be refused, each
 /// with an error and a Kubernetes Event, until wayfinder enforces them: a mesh moved to
 /// wayfinder must not lose its DENY rules without a word.
-pub(super) const CONFIG: [ApiKind; 7] = [
+pub(super) const CONFIG: [ApiKind; 8] = [
     ApiKind::new(NETWORKING, "VirtualService", "virtualservices"),
     ApiKind::new(NETWORKING, "DestinationRule", "destinationrules"),
     ApiKind::new(NETWORKING, "Gateway", "gateways"),
     ApiKind::new(NETWORKING, "Sidecar", "sidecars"),
+    ApiKind::new(NETWORKING, "WorkloadGroup", "workloadgroups"),
     ApiKind::new(SECURITY, "AuthorizationPolicy", "authorizationpolicies"),
     ApiKind::new(SECURITY, "PeerAuthentication", "peerauthentications"),
     ApiKind::new(SECURITY, "RequestAuthentication", "requestauthentications"),

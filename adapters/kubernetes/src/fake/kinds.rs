@@ -140,6 +140,10 @@ pub(super) const KINDS: &[Kind] = &[
     },
     istio("sidecars", "sidecar", "Sidecar"),
     Kind {
+        short: &["wg"],
+        ..istio("workloadgroups", "workloadgroup", "WorkloadGroup")
+    },
+    Kind {
         short: &["ap"],
         ..security(
             "authorizationpolicies",
