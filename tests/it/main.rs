@@ -57,6 +57,7 @@ mod architecture;
 mod autoregistration;
 mod bad_input;
 mod bookinfo;
+mod capture;
 mod cli;
 mod config;
 mod consistency;

@@ -2,7 +2,8 @@
 //! venv with grpcio 1.85.1 and the Node packages `@grpc/grpc-js` 1.14.7 +
 //! `@grpc/grpc-js-xds` 1.14.1, all installed by `scripts/install-test-tools` into the
 //! git-ignored `.tools/` folder at the repository root, plus the `node` executable on `PATH`
-//! (Node.js >= 20) and the client and backend scripts in `tests/clients/`.
+//! (Node.js >= 20), the client and backend scripts in `tests/clients/`, and `nft` (Debian's
+//! nftables, unpacked into `.tools/netfilter`) for the capture tests.
 //!
 //! A test that needs them starts with
 //!
@@ -40,6 +41,20 @@ pub(crate) struct Tools {
     /// `.tools/node/node_modules`: run `node` with env var `NODE_PATH` set to it so that
     /// `grpc_client.js` finds `@grpc/grpc-js` and `@grpc/grpc-js-xds`.
     pub(crate) node_modules: PathBuf,
+    /// `.tools/netfilter/bin`, holding `nft` (Debian's nftables, unpacked): put it first on
+    /// `PATH` for `wayfinder agent capture`.
+    pub(crate) netfilter_bin: PathBuf,
+}
+
+impl Tools {
+    /// `PATH` with [`Tools::netfilter_bin`] first.
+    pub(crate) fn path_with_netfilter(&self) -> std::ffi::OsString {
+        let mut dirs = vec![self.netfilter_bin.clone()];
+        if let Some(path) = std::env::var_os("PATH") {
+            dirs.extend(std::env::split_paths(&path));
+        }
+        std::env::join_paths(dirs).expect("PATH entries without separators")
+    }
 }
 
 impl Tools {
@@ -124,12 +139,17 @@ fn locate(root: &Path) -> Result<Tools, String> {
         clients: root.join("tests/clients"),
         node: find_on_path("node").unwrap_or_default(),
         node_modules: root.join(".tools/node/node_modules"),
+        netfilter_bin: root.join(".tools/netfilter/bin"),
     };
     let mut problems = Vec::new();
     if tools.node.as_os_str().is_empty() {
         problems.push("  node: not found on PATH (Node.js >= 20 is needed)".to_owned());
     }
-    for exe in [&tools.python, &tools.envoy] {
+    for exe in [
+        &tools.python,
+        &tools.envoy,
+        &tools.netfilter_bin.join("nft"),
+    ] {
         if let Err(problem) = check_executable(exe) {
             problems.push(problem);
         }

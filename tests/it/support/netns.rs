@@ -13,6 +13,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 
+/// util-linux's `nsenter`, found on `PATH` once.
+fn nsenter() -> &'static std::path::Path {
+    static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|dir| dir.join("nsenter"))
+            .find(|p| p.is_file())
+            .expect("util-linux's nsenter on PATH")
+    })
+}
+
 /// A network namespace of its own, alive while this value is.
 pub(crate) struct Netns {
     holder: Child,
@@ -53,7 +66,8 @@ impl Netns {
 
     /// A command that runs `program` inside the namespace (its pid is the program's).
     pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new("nsenter");
+        // By its path: a test may give the program a `PATH` without it.
+        let mut command = tokio::process::Command::new(nsenter());
         command
             .arg(format!("--net={}", self.path.display()))
             .arg("--")
@@ -65,7 +79,7 @@ impl Netns {
     /// take a wrapper command.
     pub(crate) fn wrapper(&self) -> [String; 3] {
         [
-            "nsenter".to_string(),
+            nsenter().display().to_string(),
             format!("--net={}", self.path.display()),
             "--".to_string(),
         ]

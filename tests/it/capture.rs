@@ -1,0 +1,237 @@
+//! `wayfinder agent capture` in a network namespace of its own, with Debian's nftables: the
+//! rules it installs and removes, and an application's plain request to a mesh service that
+//! goes through the sidecar the agent runs and reaches a backend, as in a pod.
+
+use std::process::Output;
+
+use crate::gateway::backend_in;
+use crate::support::agent::Agent;
+use crate::support::binary::{Wayfinder, path};
+use crate::support::eventually;
+use crate::support::fixtures::write;
+use crate::support::netns::Netns;
+use crate::tools::{Tools, tools};
+
+/// Runs `program args` in `netns` with the test tools' `nft` first on `PATH`.
+async fn run(netns: &Netns, tools: &Tools, program: &str, args: &[&str]) -> Output {
+    netns
+        .command(program)
+        .args(args)
+        .env("PATH", tools.path_with_netfilter())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("{program}: {e}"))
+}
+
+async fn ruleset(netns: &Netns, tools: &Tools) -> String {
+    let out = run(netns, tools, "nft", &["list", "ruleset"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn capture(netns: &Netns, tools: &Tools, args: &[&str]) {
+    let mut all = vec!["agent", "capture"];
+    all.extend_from_slice(args);
+    let out = run(netns, tools, path(), &all).await;
+    assert!(
+        out.status.success(),
+        "wayfinder agent capture {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn capture_installs_its_own_table_once_and_cleanup_removes_exactly_it() {
+    let Some(tools) = tools() else { return };
+    let netns = Netns::new();
+    // Someone else's table, which capture must leave alone.
+    let theirs = "table ip theirs {\n\tchain output {\n\t\ttype filter hook output priority 0; policy accept;\n\t}\n}\n";
+    let mut add = netns.command("nft");
+    add.args(["-f", "-"])
+        .env("PATH", tools.path_with_netfilter())
+        .stdin(std::process::Stdio::piped());
+    let mut child = add.spawn().unwrap();
+    use tokio::io::AsyncWriteExt;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(theirs.as_bytes())
+        .await
+        .unwrap();
+    assert!(child.wait().await.unwrap().success());
+    let before = ruleset(&netns, &tools).await;
+
+    capture(
+        &netns,
+        &tools,
+        &["-u", "1337", "-o", "22", "-x", "10.0.0.0/8", "-d", "8080"],
+    )
+    .await;
+    let once = ruleset(&netns, &tools).await;
+    assert!(once.contains("table inet wayfinder"), "{once}");
+    assert!(
+        once.contains("redirect to :15001") && once.contains("redirect to :15006"),
+        "{once}"
+    );
+    assert!(
+        once.contains("meta skuid 1337 return"),
+        "the proxy's uid is excluded: {once}"
+    );
+    assert!(once.contains("tcp dport 22 return"), "-o: {once}");
+    assert!(once.contains("ip daddr 10.0.0.0/8 return"), "-x: {once}");
+    assert!(
+        once.contains("8080, 15020, 15021, 15090"),
+        "-d and the proxy's ports: {once}"
+    );
+    capture(
+        &netns,
+        &tools,
+        &["-u", "1337", "-o", "22", "-x", "10.0.0.0/8", "-d", "8080"],
+    )
+    .await;
+    assert_eq!(
+        ruleset(&netns, &tools).await,
+        once,
+        "a second run replaces, never duplicates"
+    );
+
+    capture(&netns, &tools, &["--cleanup"]).await;
+    assert_eq!(
+        ruleset(&netns, &tools).await,
+        before,
+        "cleanup removes exactly what capture added"
+    );
+    capture(&netns, &tools, &["--cleanup"]).await;
+
+    // Without nft or iptables on PATH: a clear error.
+    let out = netns
+        .command(path())
+        .args(["agent", "capture"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("neither nft (nftables) nor iptables-restore"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_application_s_plain_request_goes_through_the_captured_sidecar_to_a_backend() {
+    let Some(tools) = tools() else { return };
+    let netns = Netns::new();
+    // The pod's network: an interface with the pod's address and a default route, so that a
+    // service address leaves through it (and is captured on the way).
+    for args in [
+        &["link", "add", "wf0", "type", "veth", "peer", "name", "wf1"][..],
+        &["addr", "add", "10.1.1.5/24", "dev", "wf0"],
+        &["link", "set", "wf0", "up"],
+        &["link", "set", "wf1", "up"],
+        &["route", "add", "default", "dev", "wf0"],
+    ] {
+        let out = run(&netns, &tools, "ip", args).await;
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (_backend, port) = backend_in(netns.command(&tools.python), &tools, "echo", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    write(
+        &files,
+        "echo.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n\
+             metadata: {{name: echo, namespace: default}}\nspec:\n  \
+             hosts: [echo.default.svc.cluster.local]\n  addresses: [10.96.0.5]\n  \
+             location: MESH_INTERNAL\n  resolution: STATIC\n  \
+             ports: [{{number: 80, name: http, protocol: HTTP}}]\n  \
+             endpoints: [{{address: 127.0.0.1, ports: {{http: {port}}}}}]\n"
+        ),
+    );
+    let wrapper = netns.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let f = files.display().to_string();
+    let w = Wayfinder::start_under(
+        &wrapper,
+        &[
+            "--registries",
+            "File",
+            "--file-registry",
+            &f,
+            "--debounce-after",
+            "10ms",
+        ],
+    )
+    .await;
+
+    // The agent and Envoy run as root here, so root is the proxy's user; the application runs
+    // as nobody.
+    capture(&netns, &tools, &["-u", "0", "-g", "0"]).await;
+    let envoy = tools.envoy.display().to_string();
+    let discovery = w.grpc.to_string();
+    let agent = Agent::start(
+        &netns,
+        dir.path(),
+        "sidecar",
+        &[
+            "--binary-path",
+            &envoy,
+            "--discovery-address",
+            &discovery,
+            "--certs-dir",
+            "certs",
+        ],
+        &[
+            ("INSTANCE_IP", "10.1.1.5"),
+            ("POD_NAME", "app"),
+            ("POD_NAMESPACE", "default"),
+        ],
+    )
+    .await;
+    agent.ready(&netns).await;
+
+    let python = tools.python.display().to_string();
+    let script = "import sys, urllib.request\n\
+                  r = urllib.request.urlopen('http://10.96.0.5/', timeout=5)\n\
+                  print(r.status, r.read().decode())";
+    let answer = eventually("the application's request to reach the backend", || async {
+        let out = netns
+            .command("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                &python,
+                "-c",
+                script,
+            ])
+            .env("no_proxy", "*")
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (stdout == "200 echo").then_some(stdout)
+    })
+    .await;
+    assert_eq!(answer, "200 echo");
+    // It went through the sidecar: Envoy counted it in the service's outbound cluster.
+    let admin = agent.admin(0).await;
+    let (_, stats) = netns.get(admin, "/stats?filter=upstream_rq_200").await;
+    assert!(
+        stats.contains("cluster.outbound|80||echo.default.svc.cluster.local.upstream_rq_200: "),
+        "{stats}"
+    );
+    capture(&netns, &tools, &["--cleanup"]).await;
+}
