@@ -193,9 +193,10 @@ impl FileRegistry {
     }
 
     /// Also reads objects its owner hands in: each named blob is read as a file after every
-    /// configured path (so with the least precedence), once the files' first state is in.
-    /// The server's auto-registration writes its WorkloadEntries this way, to be selected by
-    /// the ServiceEntries of the files.
+    /// configured path (so with the least precedence). The files themselves are read and
+    /// watched only from the first blob on (the stream starts with an empty `Reset`), so that
+    /// an owner that never hands one in costs nothing. The server's auto-registration writes
+    /// its WorkloadEntries this way, to be selected by the ServiceEntries of the files.
     pub fn with_blobs(mut self) -> (Self, Blobs) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         self.blobs = Some(rx);

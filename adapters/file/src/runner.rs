@@ -38,7 +38,8 @@ pub(crate) struct Runner<M: Model> {
     /// of the composed state, and whether the consumer sees the source as degraded.
     health: Health,
     out: VecDeque<Result<M::Event, RegistryError>>,
-    /// Named blobs the owner hands in besides the files ([`crate::Blobs`]).
+    /// Named blobs the owner hands in besides the files ([`crate::Blobs`]). With them, the
+    /// files are watched from the first blob on.
     blobs: Option<mpsc::UnboundedReceiver<Blob>>,
 }
 
@@ -92,12 +93,27 @@ impl<M: Model> Runner<M> {
                 }
                 return Some(item);
             }
+            // With blobs, the files are read only once the first blob comes: until then the
+            // state is empty, and a server whose owner never hands a blob in reads nothing.
+            if self.watch.is_none()
+                && let Some(blobs) = &mut self.blobs
+            {
+                if !self.started {
+                    self.started = true;
+                    let (events, _) = self.model.commit(true);
+                    self.settle(events, Vec::new());
+                    continue;
+                }
+                let (name, bytes) = blobs.recv().await?;
+                self.take_blob(&name, bytes.as_deref());
+                self.watch = Some(Watch::new(&self.targets, self.shutdown.clone()));
+                continue;
+            }
             let watch = self
                 .watch
                 .get_or_insert_with(|| Watch::new(&self.targets, self.shutdown.clone()));
-            // Blobs wait for the files' first state, so that the first `Reset` is complete.
             let event = match &mut self.blobs {
-                Some(blobs) if self.started => tokio::select! {
+                Some(blobs) => tokio::select! {
                     event = watch.next() => event?,
                     blob = blobs.recv() => {
                         match blob {
@@ -107,7 +123,7 @@ impl<M: Model> Runner<M> {
                         continue;
                     }
                 },
-                _ => watch.next().await?,
+                None => watch.next().await?,
             };
             match event {
                 WatchEvent::Changed(paths) => self.reload(&paths).await,
