@@ -235,3 +235,141 @@ async fn an_application_s_plain_request_goes_through_the_captured_sidecar_to_a_b
     );
     capture(&netns, &tools, &["--cleanup"]).await;
 }
+
+/// Runs `ip args` in `netns`, failing the test with its error.
+async fn ip(netns: &Netns, tools: &Tools, args: &[&str]) {
+    let out = run(netns, tools, "ip", args).await;
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars() {
+    let Some(tools) = tools() else { return };
+    // Two pods, each a network namespace with its address, joined by a veth pair.
+    let (a, b) = (Netns::new(), Netns::new());
+    let b_pid = b.pid().to_string();
+    ip(
+        &a,
+        &tools,
+        &[
+            "link", "add", "wfa", "type", "veth", "peer", "name", "wfb", "netns", &b_pid,
+        ],
+    )
+    .await;
+    for (ns, dev, addr) in [(&a, "wfa", "10.1.1.5/24"), (&b, "wfb", "10.1.1.6/24")] {
+        ip(ns, &tools, &["addr", "add", addr, "dev", dev]).await;
+        ip(ns, &tools, &["link", "set", dev, "up"]).await;
+        ip(ns, &tools, &["route", "add", "default", "dev", dev]).await;
+    }
+    // The workload of pod B, on its loopback as a container's server would be; its service's
+    // endpoint is pod B's address.
+    let (_app, port) = backend_in(b.command(&tools.python), &tools, "pod-b", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    write(
+        &files,
+        "echo.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n\
+             metadata: {{name: echo, namespace: default}}\nspec:\n  \
+             hosts: [echo.default.svc.cluster.local]\n  addresses: [10.96.0.5]\n  \
+             location: MESH_INTERNAL\n  resolution: STATIC\n  \
+             ports: [{{number: 80, name: http, protocol: HTTP}}]\n  \
+             endpoints: [{{address: 10.1.1.6, ports: {{http: {port}}}}}]\n"
+        ),
+    );
+    // The control plane runs in pod A, on its address, where pod B's proxy reaches it.
+    let f = files.display().to_string();
+    let mut discovery = a.command(path());
+    discovery.env("PATH", tools.path_with_netfilter());
+    let w = Wayfinder::start_in(
+        discovery,
+        "10.1.1.5:15010",
+        &[
+            "--registries",
+            "File",
+            "--file-registry",
+            &f,
+            "--debounce-after",
+            "10ms",
+        ],
+    )
+    .await;
+    // Pod A's capture leaves the control plane's port alone, inbound (pod B's proxy) and
+    // outbound (its own proxy, which would otherwise be sent to its inbound port, as a proxy
+    // calling its own pod's address is).
+    capture(&a, &tools, &["-u", "0", "-g", "0", "-d", "15010", "-o", "15010"]).await;
+    capture(&b, &tools, &["-u", "0", "-g", "0"]).await;
+    let envoy = tools.envoy.display().to_string();
+    let mut agents = Vec::new();
+    for (ns, name, address) in [(&a, "pod-a", "10.1.1.5"), (&b, "pod-b", "10.1.1.6")] {
+        let pod_dir = dir.path().join(name);
+        std::fs::create_dir_all(&pod_dir).unwrap();
+        let agent = Agent::start(
+            ns,
+            &pod_dir,
+            "sidecar",
+            &[
+                "--binary-path",
+                &envoy,
+                "--discovery-address",
+                "10.1.1.5:15010",
+                "--certs-dir",
+                "certs",
+            ],
+            &[
+                ("INSTANCE_IP", address),
+                ("POD_NAME", name),
+                ("POD_NAMESPACE", "default"),
+            ],
+        )
+        .await;
+        agent.ready(ns).await;
+        agents.push(agent);
+    }
+
+    // Pod A's application, as nobody, asks the service's address in plain HTTP.
+    let python = tools.python.display().to_string();
+    let script = "import urllib.request\n\
+                  r = urllib.request.urlopen('http://10.96.0.5/', timeout=5)\n\
+                  print(r.status, r.read().decode())";
+    eventually("pod A's request to reach pod B's workload", || async {
+        let out = a
+            .command("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                &python,
+                "-c",
+                script,
+            ])
+            .env("no_proxy", "*")
+            .output()
+            .await
+            .unwrap();
+        (String::from_utf8_lossy(&out.stdout).trim() == "200 pod-b").then_some(())
+    })
+    .await;
+    // Through both sidecars: out of pod A's outbound cluster, into pod B's inbound one.
+    let admin_a = agents[0].admin(0).await;
+    let (_, stats_a) = a.get(admin_a, "/stats?filter=upstream_rq_200").await;
+    assert!(
+        stats_a.contains("cluster.outbound|80||echo.default.svc.cluster.local.upstream_rq_200: "),
+        "{stats_a}"
+    );
+    let admin_b = agents[1].admin(0).await;
+    let (_, stats_b) = b
+        .get(admin_b, "/stats?filter=inbound.*upstream_rq_200")
+        .await;
+    assert!(
+        stats_b.contains(&format!("cluster.inbound|{port}||")),
+        "{stats_b}"
+    );
+    drop(w);
+}

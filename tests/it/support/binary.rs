@@ -77,7 +77,7 @@ impl Wayfinder {
 
     /// `command` (the binary, or a wrapper that execs it) with `discovery`, loopback
     /// addresses, JSON logs and `args`.
-    async fn start_in(mut command: Command, grpc: &str, args: &[&str]) -> Self {
+    pub(crate) async fn start_in(mut command: Command, grpc: &str, args: &[&str]) -> Self {
         command
             .arg("discovery")
             .args(["--grpc-addr", grpc])

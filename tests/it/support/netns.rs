@@ -64,6 +64,11 @@ impl Netns {
         Self { holder, path }
     }
 
+    /// The holder's pid, which names the namespace (`ip link set DEV netns PID`).
+    pub(crate) fn pid(&self) -> u32 {
+        self.holder.id()
+    }
+
     /// A command that runs `program` inside the namespace (its pid is the program's).
     pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
         // By its path: a test may give the program a `PATH` without it.
