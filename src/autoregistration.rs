@@ -56,7 +56,7 @@ pub const REGISTRY: &str = "AutoRegistration";
 pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
 /// The endpoints the registry reports: each entry's address and ports, by blob name.
-type Marks = Arc<Mutex<HashMap<String, (String, BTreeMap<String, u16>)>>>;
+pub type Marks = Arc<Mutex<HashMap<String, (String, BTreeMap<String, u16>)>>>;
 
 /// The `AutoRegistration` registry: see the module docs.
 pub struct AutoRegistry {
@@ -64,11 +64,129 @@ pub struct AutoRegistry {
     marks: Marks,
 }
 
-/// Where [`AutoRegistration`] puts its entries: the registry's blobs, and the endpoints it
-/// reports.
-pub struct Handle {
-    blobs: Blobs,
-    marks: Marks,
+/// Where [`AutoRegistration`] puts its entries.
+pub enum Handle {
+    /// The `AutoRegistration` registry: its blobs, and the endpoints it reports.
+    Files {
+        /// The registry's blobs.
+        blobs: Blobs,
+        /// The endpoints it reports.
+        marks: Marks,
+    },
+    /// WorkloadEntry objects in the cluster (`--config-source k8s`), written in order by one
+    /// task, which every replica reads back.
+    #[cfg(feature = "kubernetes")]
+    Kubernetes(tokio::sync::mpsc::UnboundedSender<Write>),
+}
+
+/// A write to the cluster.
+#[cfg(feature = "kubernetes")]
+#[derive(Debug)]
+pub enum Write {
+    /// Create or take over the entry (a `WorkloadEntry` without status).
+    Register(Value),
+    /// Set its `Healthy` condition: `None` healthy.
+    Health(String, String, Option<String>),
+    /// Its last stream to this replica closed.
+    Disconnected(String, String),
+    /// The grace period ended: delete it if it is still ours and disconnected.
+    Remove(String, String),
+}
+
+/// Entries go to the cluster through `writer` (see [`wayfinder_kubernetes::workload_entries`]).
+#[cfg(feature = "kubernetes")]
+pub fn kubernetes(writer: wayfinder_kubernetes::workload_entries::WorkloadEntries) -> Handle {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(write) = rx.recv().await {
+            let (what, result) = match &write {
+                Write::Register(object) => ("create", writer.register(object).await),
+                Write::Health(ns, name, unhealthy) => (
+                    "set the health of",
+                    writer.set_health(ns, name, unhealthy.as_deref()).await,
+                ),
+                Write::Disconnected(ns, name) => {
+                    ("mark disconnected", writer.disconnected(ns, name).await)
+                }
+                Write::Remove(ns, name) => ("delete", writer.remove(ns, name).await.map(|_| ())),
+            };
+            if let Err(error) = result {
+                tracing::warn!(?write, %error, "could not {what} an auto-registered WorkloadEntry in the cluster");
+            }
+        }
+    });
+    Handle::Kubernetes(tx)
+}
+
+impl Handle {
+    /// Writes the entry (after a connect).
+    fn put(&self, blob: &str, e: &Entry) {
+        match self {
+            Handle::Files { blobs, marks } => {
+                let ports: BTreeMap<String, u16> = e.object["spec"]["ports"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(n, p)| Some((n.clone(), u16::try_from(p.as_u64()?).ok()?)))
+                    .collect();
+                let address = e.object["spec"]["address"].as_str().unwrap_or_default();
+                marks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(blob.to_string(), (address.to_string(), ports));
+                blobs.set(blob, e.bytes());
+            }
+            #[cfg(feature = "kubernetes")]
+            Handle::Kubernetes(tx) => {
+                let _ = tx.send(Write::Register(e.object.clone()));
+                self.health(blob, e);
+            }
+        }
+    }
+
+    /// Writes the entry's health.
+    fn health(&self, blob: &str, e: &Entry) {
+        match self {
+            Handle::Files { blobs, .. } => blobs.set(blob, e.bytes()),
+            #[cfg(feature = "kubernetes")]
+            Handle::Kubernetes(tx) => {
+                let (ns, name) = e.key();
+                let _ = tx.send(Write::Health(ns, name, e.unhealthy.clone()));
+            }
+        }
+    }
+
+    /// The entry's last stream closed.
+    #[cfg_attr(not(feature = "kubernetes"), allow(unused_variables))]
+    fn disconnected(&self, e: &Entry) {
+        match self {
+            Handle::Files { .. } => {}
+            #[cfg(feature = "kubernetes")]
+            Handle::Kubernetes(tx) => {
+                let (ns, name) = e.key();
+                let _ = tx.send(Write::Disconnected(ns, name));
+            }
+        }
+    }
+
+    /// The grace period after its last stream ended.
+    #[cfg_attr(not(feature = "kubernetes"), allow(unused_variables))]
+    fn remove(&self, blob: &str, e: &Entry) {
+        match self {
+            Handle::Files { blobs, marks } => {
+                blobs.remove(blob);
+                marks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(blob);
+            }
+            #[cfg(feature = "kubernetes")]
+            Handle::Kubernetes(tx) => {
+                let (ns, name) = e.key();
+                let _ = tx.send(Write::Remove(ns, name));
+            }
+        }
+    }
 }
 
 /// The `AutoRegistration` registry over `files` (a File registry with the id
@@ -81,7 +199,7 @@ pub fn registry(files: FileRegistry) -> (AutoRegistry, Handle) {
             files,
             marks: marks.clone(),
         },
-        Handle { blobs, marks },
+        Handle::Files { blobs, marks },
     )
 }
 
@@ -175,7 +293,7 @@ fn only_entries(event: Event, marks: &Marks, reported: &mut HashSet<ServiceKey>)
 /// Follows proxies' streams and keeps their workload entries in the registry (see the module
 /// docs).
 pub struct AutoRegistration {
-    handle: Handle,
+    handle: Arc<Handle>,
     grace: Duration,
     state: Arc<Mutex<State>>,
 }
@@ -207,7 +325,7 @@ impl AutoRegistration {
     /// `grace` after its last stream closed.
     pub fn new(handle: Handle, grace: Duration) -> Self {
         Self {
-            handle,
+            handle: Arc::new(handle),
             grace,
             state: Arc::default(),
         }
@@ -254,23 +372,11 @@ impl StreamObserver for AutoRegistration {
             generation: 0,
             name: format!("{namespace}/{name}"),
         });
-        let ports: BTreeMap<String, u16> = object["spec"]["ports"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(n, p)| Some((n.clone(), u16::try_from(p.as_u64()?).ok()?)))
-            .collect();
         e.object = object;
         e.streams += 1;
         e.generation += 1;
         tracing::info!(proxy = %proxy, entry = %e.name, streams = e.streams, "auto-registered WorkloadEntry");
-        let bytes = e.bytes();
-        self.handle
-            .marks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(blob.clone(), (address.to_string(), ports));
-        self.handle.blobs.set(&blob, bytes);
+        self.handle.put(&blob, e);
     }
 
     fn closed(&self, stream: u64) {
@@ -288,8 +394,8 @@ impl StreamObserver for AutoRegistration {
         }
         let generation = e.generation;
         tracing::info!(entry = %e.name, grace = ?self.grace, "the last stream of an auto-registered WorkloadEntry closed; it is removed after the grace period unless the proxy reconnects");
-        let (state, grace) = (self.state.clone(), self.grace);
-        let (blobs, marks) = (self.handle.blobs.clone(), self.handle.marks.clone());
+        self.handle.disconnected(e);
+        let (state, grace, handle) = (self.state.clone(), self.grace, self.handle.clone());
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -300,11 +406,7 @@ impl StreamObserver for AutoRegistration {
                 && let Some(e) = state.entries.remove(&blob)
             {
                 tracing::info!(entry = %e.name, "removed an auto-registered WorkloadEntry");
-                blobs.remove(&blob);
-                marks
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&blob);
+                handle.remove(&blob, &e);
             }
         });
     }
@@ -327,11 +429,19 @@ impl StreamObserver for AutoRegistration {
                 tracing::info!(entry = %e.name, reason = %why, "an auto-registered workload reports unhealthy")
             }
         }
-        self.handle.blobs.set(&blob, e.bytes());
+        self.handle.health(&blob, e);
     }
 }
 
 impl Entry {
+    /// Namespace and name of its object.
+    #[cfg(feature = "kubernetes")]
+    fn key(&self) -> (String, String) {
+        let meta = &self.object["metadata"];
+        let field = |f: &str| meta[f].as_str().unwrap_or_default().to_string();
+        (field("namespace"), field("name"))
+    }
+
     /// The object with Istio's `Healthy` condition, as bytes for the registry.
     fn bytes(&self) -> Vec<u8> {
         let mut object = self.object.clone();

@@ -319,6 +319,8 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
     }
     #[cfg_attr(not(feature = "kubernetes"), allow(unused_mut))]
     let mut config_sources = config_dir_source(config)?;
+    #[cfg_attr(not(feature = "kubernetes"), allow(unused_mut))]
+    let mut kube_auto_registration = None;
     // The primary cluster's Istio objects (`--config-source k8s`).
     #[cfg(feature = "kubernetes")]
     if let (true, Some(cluster), Some(client)) = (
@@ -331,9 +333,15 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         config_sources.push(Box::new(istio.config_source()));
         let id = RegistryId::new(KUBERNETES_CONFIG_REGISTRY);
         registries.push(Box::new(istio.entries(id)));
+        let writer = wayfinder_kubernetes::workload_entries::WorkloadEntries::new(
+            client.clone(),
+            &replica_name(),
+        );
+        kube_auto_registration = Some(crate::autoregistration::kubernetes(writer));
     }
     // The AutoRegistration registry (see `crate::autoregistration`): the ServiceEntries of
-    // every file, selecting the workload entries of connected VMs.
+    // every file, selecting the workload entries of connected VMs. With the Kubernetes config
+    // source, the entries go to the cluster instead (below).
     let mut auto_registration = None;
     let files: Vec<PathBuf> = config
         .file_paths
@@ -341,7 +349,7 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         .chain(&config.config_dirs)
         .cloned()
         .collect();
-    if !files.is_empty() {
+    if !files.is_empty() && !kube.config_source {
         let entries = wayfinder_file::Config {
             paths: files,
             max_file_bytes: config.max_file_bytes,
@@ -363,10 +371,12 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
             .beside_config_source();
         registries.push(Box::new(registry));
     }
-    let auto_registration = auto_registration.map(|(registry, handle)| {
-        registries.push(Box::new(registry));
-        handle
-    });
+    let auto_registration = auto_registration
+        .map(|(registry, handle)| {
+            registries.push(Box::new(registry));
+            handle
+        })
+        .or(kube_auto_registration);
     Ok(Built {
         registries,
         config_sources,
@@ -411,6 +421,21 @@ pub const CONFIG_REGISTRY: &str = "Config";
 /// The registry of the ServiceEntries and WorkloadEntries read from Kubernetes
 /// (`--config-source k8s`).
 pub const KUBERNETES_CONFIG_REGISTRY: &str = "Config/k8s";
+
+/// This replica's name in the objects it writes: `POD_NAME` (the downward API), else the host
+/// name.
+#[cfg(feature = "kubernetes")]
+fn replica_name() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "wayfinder".to_string())
+}
 
 /// The `--config-dir` source, if any.
 fn config_dir_source(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, BuildError> {

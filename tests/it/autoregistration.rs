@@ -93,7 +93,7 @@ async fn through_gateway(netns: &Netns) -> String {
 }
 
 /// A log line's time, in seconds (RFC 3339 `timestamp`, UTC, as `2026-11-25T02:00:55.546231Z`).
-fn seconds(line: &Value) -> f64 {
+pub(crate) fn seconds(line: &Value) -> f64 {
     let t = line["timestamp"].as_str().expect("a timestamp");
     let time = t.split('T').nth(1).unwrap().trim_end_matches('Z');
     let mut parts = time.split(':');

@@ -303,7 +303,12 @@ async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars
     // Pod A's capture leaves the control plane's port alone, inbound (pod B's proxy) and
     // outbound (its own proxy, which would otherwise be sent to its inbound port, as a proxy
     // calling its own pod's address is).
-    capture(&a, &tools, &["-u", "0", "-g", "0", "-d", "15010", "-o", "15010"]).await;
+    capture(
+        &a,
+        &tools,
+        &["-u", "0", "-g", "0", "-d", "15010", "-o", "15010"],
+    )
+    .await;
     capture(&b, &tools, &["-u", "0", "-g", "0"]).await;
     let envoy = tools.envoy.display().to_string();
     let mut agents = Vec::new();

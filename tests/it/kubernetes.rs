@@ -2,9 +2,11 @@
 //! `wayfinder-kubernetes` (feature `fake`): what an ADS client receives when a deployment
 //! scales or a Service port changes (`ads`), real grpcio and Envoy traffic in a hybrid
 //! Kubernetes + Consul mesh (`traffic`), a 60 s API server outage with a restart and an
-//! expired resourceVersion (`outage`), and Istio objects read from the API (`config`).
+//! expired resourceVersion (`outage`), Istio objects read from the API (`config`), and a
+//! VM's auto-registered entry written to the API (`autoregistration`).
 
 mod ads;
+mod autoregistration;
 mod clusters;
 mod config;
 mod outage;

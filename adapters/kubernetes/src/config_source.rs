@@ -47,7 +47,8 @@
 //! in force. One Event per version of an object (uid and resource version): a relist does not
 //! post it again. A failure to post is logged as a warning and otherwise ignored.
 //!
-//! Permissions: `list` and `watch` on the seven kinds of `networking.istio.io`, and `create` on
+//! Permissions: `list` and `watch` on the seven kinds of `networking.istio.io` (and what
+//! [`crate::workload_entries`] writes, when auto-registration is on), and `create` on
 //! core `events` in the namespaces of the objects.
 //!
 //! # Lists, failures and missing CRDs

@@ -93,6 +93,7 @@ mod convert;
 mod errors;
 mod objects;
 mod watch;
+pub mod workload_entries;
 
 use std::path::PathBuf;
 use std::time::Duration;

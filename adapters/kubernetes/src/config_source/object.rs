@@ -1,7 +1,8 @@
 //! An object from the API reduced to what the models read and what an Event names: its
 //! type, name, namespace, labels, annotations, uid, resource version and spec.
 //!
-//! The rest (`managedFields`, `status`, owner references, …) is dropped before anything is
+//! The rest (`managedFields`, `status` but a WorkloadEntry's conditions, owner references, …)
+//! is dropped before anything is
 //! kept, and so is the `kubectl.kubernetes.io/last-applied-configuration` annotation: a copy
 //! of the whole object that would double what is kept and shown on debug pages.
 
@@ -59,6 +60,16 @@ impl ApiObject {
         // Without a spec the models say so, as they do for a file.
         if let Some(spec) = data.get("spec") {
             reduced.insert("spec".into(), spec.clone());
+        }
+        // A WorkloadEntry's conditions say whether its workload is healthy (auto-registration
+        // sets them); every other status is dropped.
+        if kind.kind == "WorkloadEntry"
+            && let Some(conditions) = data.get("status").and_then(|s| s.get("conditions"))
+        {
+            reduced.insert(
+                "status".into(),
+                serde_json::json!({"conditions": conditions}),
+            );
         }
         Self {
             name: format!("{cluster}: {}", kind.path(version, &namespace, &name)),

@@ -80,6 +80,25 @@ impl FakeApiServer {
         }
     }
 
+    /// Serves on `tcp`, a listener bound by the caller: one bound in a test's network
+    /// namespace serves that namespace. Panics if it cannot be used.
+    pub async fn start_on(tcp: std::net::TcpListener) -> FakeApiServer {
+        tcp.set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("fake API server: cannot use the listener: {e}"));
+        let tcp = TcpListener::from_std(tcp)
+            .unwrap_or_else(|e| panic!("fake API server: cannot use the listener: {e}"));
+        let addr = tcp
+            .local_addr()
+            .unwrap_or_else(|e| panic!("fake API server: no local address: {e}"));
+        let shared = Arc::new(Shared::new());
+        let serving = serve(&shared, tcp);
+        FakeApiServer {
+            shared,
+            addr,
+            serving: Mutex::new(Some(serving)),
+        }
+    }
+
     /// The base URL, `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)

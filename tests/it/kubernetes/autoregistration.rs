@@ -1,0 +1,150 @@
+//! Auto-registration with `--config-source k8s`: a VM's agent connects, and its entry is a
+//! `WorkloadEntry` object in the (fake) API server, annotated as istiod annotates it and with
+//! its health as a condition, read back like any other entry; when the agent stops, the object
+//! is marked disconnected and deleted after the grace period. The API server, wayfinder and
+//! the agent with real Envoy share a network namespace of the test's own.
+
+use serde_json::{Value, json};
+use wayfinder_kubernetes::fake::FakeApiServer;
+
+use crate::gateway::backend_in;
+use crate::support::agent::Agent;
+use crate::support::binary::Wayfinder;
+use crate::support::eventually;
+use crate::support::netns::Netns;
+use crate::tools::tools;
+
+const WE: &str = "networking.istio.io/v1";
+
+#[tokio::test]
+async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
+    let Some(tools) = tools() else { return };
+    let netns = Netns::new();
+    let tcp = netns
+        .block_on(|| async { std::net::TcpListener::bind("127.0.0.1:0").expect("bind") })
+        .await;
+    let fake = FakeApiServer::start_on(tcp).await;
+    let (_app, port) = backend_in(netns.command(&tools.python), &tools, "vm", &[]).await;
+    fake.apply(json!({
+        "apiVersion": WE, "kind": "ServiceEntry",
+        "metadata": {"name": "vm", "namespace": "default"},
+        "spec": {"hosts": ["vm.default.svc.cluster.local"], "location": "MESH_INTERNAL",
+                 "resolution": "STATIC", "ports": [{"number": 9080, "name": "http", "protocol": "HTTP"}],
+                 "workloadSelector": {"labels": {"app": "vm"}}},
+    }));
+    fake.apply(json!({
+        "apiVersion": WE, "kind": "WorkloadGroup",
+        "metadata": {"name": "vm", "namespace": "default"},
+        "spec": {"metadata": {"labels": {"app": "vm"}},
+                 "template": {"ports": {"http": port}, "serviceAccount": "vm", "labels": {"app": "vm"}}},
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.write_kubeconfig(dir.path(), "east");
+    let kubeconfig = kubeconfig.display().to_string();
+    let wrapper = netns.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let w = Wayfinder::start_under(
+        &wrapper,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--registries",
+            "Kubernetes",
+            "--config-source",
+            "k8s",
+            "--workload-entry-grace-period",
+            "3s",
+            "--debounce-after",
+            "10ms",
+        ],
+    )
+    .await;
+    let envoy = tools.envoy.display().to_string();
+    let discovery = w.grpc.to_string();
+    let mut vm = Agent::start(
+        &netns,
+        dir.path(),
+        "sidecar",
+        &[
+            "--binary-path",
+            &envoy,
+            "--discovery-address",
+            &discovery,
+            "--certs-dir",
+            "certs",
+            "--service-registry",
+            "Mock",
+            "--drain-duration",
+            "1s",
+        ],
+        &[
+            ("INSTANCE_IP", "127.0.0.1"),
+            ("ISTIO_META_NAMESPACE", "default"),
+            ("ISTIO_META_AUTO_REGISTER_GROUP", "vm"),
+            ("ISTIO_META_WAYFINDER_LISTEN_ADDRESS", "127.0.0.2"),
+        ],
+    )
+    .await;
+    vm.ready(&netns).await;
+
+    // The object, as istiod writes it.
+    let get = || fake.get(WE, "WorkloadEntry", Some("default"), "vm-127-0-0-1");
+    let object: Value = eventually("the WorkloadEntry in the API server, healthy", || async {
+        get().filter(|o| o["status"]["conditions"][0]["status"] == "True")
+    })
+    .await;
+    let annotations = &object["metadata"]["annotations"];
+    assert_eq!(
+        annotations["istio.io/autoRegistrationGroup"], "vm",
+        "{object}"
+    );
+    assert!(
+        annotations["istio.io/workloadController"].is_string(),
+        "{object}"
+    );
+    assert!(annotations["istio.io/connectedAt"].is_string(), "{object}");
+    assert_eq!(object["spec"]["address"], "127.0.0.1");
+    assert_eq!(object["spec"]["ports"]["http"], port);
+    assert_eq!(object["status"]["conditions"][0]["type"], "Healthy");
+
+    // Read back through the Kubernetes config source, like any WorkloadEntry.
+    eventually("the entry's endpoint in /debug/endpointz", || async {
+        let (_, body) = netns
+            .get(w.http, "/debug/endpointz?svc=vm.default.svc.cluster.local")
+            .await;
+        let z: Value = serde_json::from_str(&body).ok()?;
+        let endpoint = &z[0]["endpoints"][0];
+        (endpoint["registry"] == "Config/k8s" && endpoint["endpoint"]["address"] == "127.0.0.1")
+            .then_some(())
+    })
+    .await;
+
+    // The agent stops: the object is marked disconnected, and deleted after the grace period.
+    assert!(vm.terminate().await.success());
+    eventually("the WorkloadEntry marked disconnected", || async {
+        get().filter(|o| o["metadata"]["annotations"]["istio.io/disconnectedAt"].is_string())
+    })
+    .await;
+    eventually("the WorkloadEntry deleted", || async {
+        get().is_none().then_some(())
+    })
+    .await;
+    let closed = w
+        .wait_log("the VM's last stream to close", |l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("the last stream of an auto-registered"))
+        })
+        .await;
+    let removed = w
+        .wait_log("the VM's entry to be removed", |l| {
+            l["message"] == "removed an auto-registered WorkloadEntry"
+        })
+        .await;
+    let waited =
+        crate::autoregistration::seconds(&removed) - crate::autoregistration::seconds(&closed);
+    assert!(
+        waited >= 3.0,
+        "deleted {waited:.3} s after the last stream closed"
+    );
+}
