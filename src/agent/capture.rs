@@ -519,10 +519,18 @@ mod tests {
         assert_eq!(err, "-x: \"10.0.0.0/33\" is not a CIDR");
         let err = plan(&["-o", "http"]).unwrap_err().to_string();
         assert_eq!(err, "-o: \"http\" is not a port");
-        let none = plan(&["-b", ""]).unwrap();
+        let rules = plan(&["-b", ""]).unwrap().nftables();
+        let inbound = rules.split("chain inbound {").nth(1).unwrap();
+        // The chain ends at its closing brace, indented as chains are.
+        let inbound = inbound.split("\n  }").next().unwrap();
+        assert!(inbound.contains("return"), "{inbound}");
         assert!(
-            !none.nftables().contains("redirect to :15006\n    }"),
-            "no inbound capture"
+            !inbound.contains("redirect"),
+            "`-b ''` captures no inbound port: {inbound}"
         );
+        let all = plan(&[]).unwrap().nftables();
+        let inbound = all.split("chain inbound {").nth(1).unwrap();
+        let inbound = inbound.split("\n  }").next().unwrap();
+        assert!(inbound.contains("redirect to :15006"), "{inbound}");
     }
 }
