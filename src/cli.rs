@@ -24,6 +24,8 @@ use crate::registries::Kind;
 
 mod limits;
 
+pub use crate::agent::args::{AgentArgs, AgentCommand};
+
 pub use limits::{LimitArgs, parse_bytes};
 
 /// Command-line interface.
@@ -54,26 +56,6 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Run beside a proxy, as pilot-agent does (`proxy sidecar|router`, `capture`).
     Agent(AgentArgs),
-}
-
-/// `wayfinder agent` subcommands.
-#[derive(Debug, Args)]
-pub struct AgentArgs {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: AgentCommand,
-}
-
-/// What the agent does.
-#[derive(Debug, Subcommand)]
-// Parsed once at start: the size of the largest variant does not matter.
-#[allow(clippy::large_enum_variant)]
-pub enum AgentCommand {
-    /// Run Envoy: bootstrap it, start it, hot-restart it on certificate or configuration
-    /// changes, restart it when it crashes, drain it on SIGTERM.
-    Proxy(crate::agent::ProxyArgs),
-    /// Redirect this network namespace's TCP traffic to the sidecar, as istio-iptables does.
-    Capture(crate::agent::capture::CaptureArgs),
 }
 
 /// `wayfinder validate` arguments.

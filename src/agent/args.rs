@@ -4,9 +4,29 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 use crate::cli::{LogArgs, parse_duration};
+
+/// `wayfinder agent` subcommands.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AgentCommand,
+}
+
+/// What the agent does.
+#[derive(Debug, Subcommand)]
+// Parsed once at start: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum AgentCommand {
+    /// Run Envoy: bootstrap it, start it, hot-restart it on certificate or configuration
+    /// changes, restart it when it crashes, drain it on SIGTERM.
+    Proxy(ProxyArgs),
+    /// Redirect this network namespace's TCP traffic to the sidecar, as istio-iptables does.
+    Capture(crate::agent::capture::CaptureArgs),
+}
 
 /// The proxy's role, the first word of its node id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

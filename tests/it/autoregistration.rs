@@ -92,8 +92,30 @@ async fn through_gateway(netns: &Netns) -> String {
         .await
 }
 
+/// Waits until the server removed the VM's entry, and checks it did so no sooner than
+/// `grace` seconds after the entry's last stream closed (by the server's own log timestamps).
+pub(crate) async fn removed_after_grace(w: &Wayfinder, grace: f64) {
+    let closed = w
+        .wait_log("the VM's last stream to close", |l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("the last stream of an auto-registered"))
+        })
+        .await;
+    let removed = w
+        .wait_log("the VM's entry to be removed", |l| {
+            l["message"] == "removed an auto-registered WorkloadEntry"
+        })
+        .await;
+    let waited = seconds(&removed) - seconds(&closed);
+    assert!(
+        waited >= grace,
+        "removed {waited:.3} s after the last stream closed, before the grace period"
+    );
+}
+
 /// A log line's time, in seconds (RFC 3339 `timestamp`, UTC, as `2026-11-25T02:00:55.546231Z`).
-pub(crate) fn seconds(line: &Value) -> f64 {
+fn seconds(line: &Value) -> f64 {
     let t = line["timestamp"].as_str().expect("a timestamp");
     let time = t.split('T').nth(1).unwrap().trim_end_matches('Z');
     let mut parts = time.split(':');
@@ -254,23 +276,7 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
 
     // The VM's agent stops: the entry stays for the grace period, then goes.
     assert!(vm.terminate().await.success());
-    let closed = w
-        .wait_log("the VM's last stream to close", |l| {
-            l["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("the last stream of an auto-registered"))
-        })
-        .await;
-    let removed = w
-        .wait_log("the VM's entry to be removed", |l| {
-            l["message"] == "removed an auto-registered WorkloadEntry"
-        })
-        .await;
-    let waited = seconds(&removed) - seconds(&closed);
-    assert!(
-        waited >= 3.0,
-        "removed {waited:.3} s after the last stream closed, before the grace period"
-    );
+    removed_after_grace(&w, 3.0).await;
     eventually("the VM gone from /debug/endpointz", || async {
         vm_endpoints(&netns, w.http).await.is_empty().then_some(())
     })

@@ -44,6 +44,47 @@ async fn capture(netns: &Netns, tools: &Tools, args: &[&str]) {
     );
 }
 
+/// The ServiceEntry `echo` (address 10.96.0.5, HTTP port 80) with one endpoint at
+/// `address:port`.
+fn echo_entry(address: &str, port: u16) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n\
+         metadata: {{name: echo, namespace: default}}\nspec:\n  \
+         hosts: [echo.default.svc.cluster.local]\n  addresses: [10.96.0.5]\n  \
+         location: MESH_INTERNAL\n  resolution: STATIC\n  \
+         ports: [{{number: 80, name: http, protocol: HTTP}}]\n  \
+         endpoints: [{{address: {address}, ports: {{http: {port}}}}}]\n"
+    )
+}
+
+/// The application of the pod `netns`, running as nobody, asks `http://10.96.0.5/` in plain
+/// HTTP: `STATUS BODY`, or nothing when it failed.
+async fn app_request(netns: &Netns, tools: &Tools) -> String {
+    let script = "import urllib.request\n\
+                  r = urllib.request.urlopen('http://10.96.0.5/', timeout=5)\n\
+                  print(r.status, r.read().decode())";
+    let out = netns
+        .command("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&tools.python)
+        .args(["-c", script])
+        .env("no_proxy", "*")
+        .output()
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Runs `ip args` in `netns`, failing the test with its error.
+async fn ip(netns: &Netns, tools: &Tools, args: &[&str]) {
+    let out = run(netns, tools, "ip", args).await;
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[tokio::test]
 async fn capture_installs_its_own_table_once_and_cleanup_removes_exactly_it() {
     let Some(tools) = tools() else { return };
@@ -137,29 +178,13 @@ async fn an_application_s_plain_request_goes_through_the_captured_sidecar_to_a_b
         &["link", "set", "wf1", "up"],
         &["route", "add", "default", "dev", "wf0"],
     ] {
-        let out = run(&netns, &tools, "ip", args).await;
-        assert!(
-            out.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ip(&netns, &tools, args).await;
     }
     let (_backend, port) = backend_in(netns.command(&tools.python), &tools, "echo", &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join("files");
     std::fs::create_dir_all(&files).unwrap();
-    write(
-        &files,
-        "echo.yaml",
-        &format!(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n\
-             metadata: {{name: echo, namespace: default}}\nspec:\n  \
-             hosts: [echo.default.svc.cluster.local]\n  addresses: [10.96.0.5]\n  \
-             location: MESH_INTERNAL\n  resolution: STATIC\n  \
-             ports: [{{number: 80, name: http, protocol: HTTP}}]\n  \
-             endpoints: [{{address: 127.0.0.1, ports: {{http: {port}}}}}]\n"
-        ),
-    );
+    write(&files, "echo.yaml", &echo_entry("127.0.0.1", port));
     let wrapper = netns.wrapper();
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let f = files.display().to_string();
@@ -202,30 +227,10 @@ async fn an_application_s_plain_request_goes_through_the_captured_sidecar_to_a_b
     .await;
     agent.ready(&netns).await;
 
-    let python = tools.python.display().to_string();
-    let script = "import sys, urllib.request\n\
-                  r = urllib.request.urlopen('http://10.96.0.5/', timeout=5)\n\
-                  print(r.status, r.read().decode())";
-    let answer = eventually("the application's request to reach the backend", || async {
-        let out = netns
-            .command("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                &python,
-                "-c",
-                script,
-            ])
-            .env("no_proxy", "*")
-            .output()
-            .await
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (stdout == "200 echo").then_some(stdout)
+    eventually("the application's request to reach the backend", || async {
+        (app_request(&netns, &tools).await == "200 echo").then_some(())
     })
     .await;
-    assert_eq!(answer, "200 echo");
     // It went through the sidecar: Envoy counted it in the service's outbound cluster.
     let admin = agent.admin(0).await;
     let (_, stats) = netns.get(admin, "/stats?filter=upstream_rq_200").await;
@@ -234,16 +239,6 @@ async fn an_application_s_plain_request_goes_through_the_captured_sidecar_to_a_b
         "{stats}"
     );
     capture(&netns, &tools, &["--cleanup"]).await;
-}
-
-/// Runs `ip args` in `netns`, failing the test with its error.
-async fn ip(netns: &Netns, tools: &Tools, args: &[&str]) {
-    let out = run(netns, tools, "ip", args).await;
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test]
@@ -271,18 +266,7 @@ async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join("files");
     std::fs::create_dir_all(&files).unwrap();
-    write(
-        &files,
-        "echo.yaml",
-        &format!(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n\
-             metadata: {{name: echo, namespace: default}}\nspec:\n  \
-             hosts: [echo.default.svc.cluster.local]\n  addresses: [10.96.0.5]\n  \
-             location: MESH_INTERNAL\n  resolution: STATIC\n  \
-             ports: [{{number: 80, name: http, protocol: HTTP}}]\n  \
-             endpoints: [{{address: 10.1.1.6, ports: {{http: {port}}}}}]\n"
-        ),
-    );
+    write(&files, "echo.yaml", &echo_entry("10.1.1.6", port));
     // The control plane runs in pod A, on its address, where pod B's proxy reaches it.
     let f = files.display().to_string();
     let mut discovery = a.command(path());
@@ -339,26 +323,8 @@ async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars
     }
 
     // Pod A's application, as nobody, asks the service's address in plain HTTP.
-    let python = tools.python.display().to_string();
-    let script = "import urllib.request\n\
-                  r = urllib.request.urlopen('http://10.96.0.5/', timeout=5)\n\
-                  print(r.status, r.read().decode())";
     eventually("pod A's request to reach pod B's workload", || async {
-        let out = a
-            .command("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                &python,
-                "-c",
-                script,
-            ])
-            .env("no_proxy", "*")
-            .output()
-            .await
-            .unwrap();
-        (String::from_utf8_lossy(&out.stdout).trim() == "200 pod-b").then_some(())
+        (app_request(&a, &tools).await == "200 pod-b").then_some(())
     })
     .await;
     // Through both sidecars: out of pod A's outbound cluster, into pod B's inbound one.

@@ -129,22 +129,5 @@ async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
         get().is_none().then_some(())
     })
     .await;
-    let closed = w
-        .wait_log("the VM's last stream to close", |l| {
-            l["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("the last stream of an auto-registered"))
-        })
-        .await;
-    let removed = w
-        .wait_log("the VM's entry to be removed", |l| {
-            l["message"] == "removed an auto-registered WorkloadEntry"
-        })
-        .await;
-    let waited =
-        crate::autoregistration::seconds(&removed) - crate::autoregistration::seconds(&closed);
-    assert!(
-        waited >= 3.0,
-        "deleted {waited:.3} s after the last stream closed"
-    );
+    crate::autoregistration::removed_after_grace(&w, 3.0).await;
 }

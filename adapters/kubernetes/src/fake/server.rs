@@ -68,25 +68,20 @@ impl FakeApiServer {
     pub async fn start() -> FakeApiServer {
         let tcp = bind((Ipv4Addr::LOCALHOST, 0).into())
             .unwrap_or_else(|e| panic!("fake API server: cannot bind 127.0.0.1:0: {e}"));
-        let addr = tcp
-            .local_addr()
-            .unwrap_or_else(|e| panic!("fake API server: no local address: {e}"));
-        let shared = Arc::new(Shared::new());
-        let serving = serve(&shared, tcp);
-        FakeApiServer {
-            shared,
-            addr,
-            serving: Mutex::new(Some(serving)),
-        }
+        Self::serving(tcp)
     }
 
     /// Serves on `tcp`, a listener bound by the caller: one bound in a test's network
     /// namespace serves that namespace. Panics if it cannot be used.
     pub async fn start_on(tcp: std::net::TcpListener) -> FakeApiServer {
-        tcp.set_nonblocking(true)
+        let tcp = tcp
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(tcp))
             .unwrap_or_else(|e| panic!("fake API server: cannot use the listener: {e}"));
-        let tcp = TcpListener::from_std(tcp)
-            .unwrap_or_else(|e| panic!("fake API server: cannot use the listener: {e}"));
+        Self::serving(tcp)
+    }
+
+    fn serving(tcp: TcpListener) -> FakeApiServer {
         let addr = tcp
             .local_addr()
             .unwrap_or_else(|e| panic!("fake API server: no local address: {e}"));
