@@ -10,12 +10,14 @@ use crate::support::{
 };
 
 /// The watched kinds, by group: Istio's networking kinds, and the security policies the
-/// source reads to refuse them.
-const PLURALS: [(&str, &str); 7] = [
+/// source reads to refuse them. Every one must be here: after the fault, the first watch to
+/// fail names the error, and which one that is depends on timing.
+const PLURALS: [(&str, &str); 8] = [
     ("networking.istio.io", "virtualservices"),
     ("networking.istio.io", "destinationrules"),
     ("networking.istio.io", "gateways"),
     ("networking.istio.io", "sidecars"),
+    ("networking.istio.io", "workloadgroups"),
     ("security.istio.io", "authorizationpolicies"),
     ("security.istio.io", "peerauthentications"),
     ("security.istio.io", "requestauthentications"),
