@@ -60,6 +60,7 @@ mod server;
 mod state;
 mod status;
 mod store;
+mod token_review;
 mod watch;
 mod write;
 
@@ -79,6 +80,8 @@ pub struct Counts {
     pub writes: usize,
     /// 410 answers: lists and watch `ERROR` events for an expired resourceVersion.
     pub gone: usize,
+    /// TokenReviews answered.
+    pub token_reviews: usize,
 }
 
 /// A failure every HTTP request meets, watches and `/version` included.

@@ -92,6 +92,7 @@ mod cache;
 mod convert;
 mod errors;
 mod objects;
+pub mod token_review;
 mod watch;
 pub mod workload_entries;
 

@@ -2,7 +2,7 @@
 //! Checks of the fake Kubernetes API server itself, mostly through the real kube client:
 //! lists and selectors (`lists`), watches (`watches`), writes (`writes`), faults and the
 //! server's lifecycle (`faults`), discovery and kubeconfig (`discovery`), the helper methods
-//! (`helpers`) and a scale check (`scale`), with a small HTTP/1.1 client for what kube hides
+//! (`helpers`), TokenReview (`token_reviews`) and a scale check (`scale`), with a small HTTP/1.1 client for what kube hides
 //! (`raw`).
 
 #[path = "fake_api/discovery.rs"]
@@ -17,6 +17,8 @@ mod lists;
 mod raw;
 #[path = "fake_api/scale.rs"]
 mod scale;
+#[path = "fake_api/token_reviews.rs"]
+mod token_reviews;
 #[path = "fake_api/watches.rs"]
 mod watches;
 #[path = "fake_api/writes.rs"]

@@ -18,6 +18,7 @@ use super::params::{Query, ReadParams};
 use super::route::{self, Route, Target};
 use super::state::Shared;
 use super::status::{ApiError, json_response};
+use super::token_review;
 use super::watch::{self, Spec, Start};
 
 /// Largest request body taken (the real server's limit is 3 MiB per object; lists are bigger).
@@ -128,6 +129,7 @@ async fn serve(
         .unwrap_or("");
     match (route, method.clone()) {
         (Route::Version, Method::GET) => Ok(json(discovery::version())),
+        (Route::TokenReviews, Method::POST) => token_review::review(shared, &body),
         (Route::Api, Method::GET) => Ok(json(discovery::api(&host()))),
         (Route::Apis, Method::GET) => Ok(json(discovery::apis())),
         (Route::Group(g), Method::GET) => Ok(json(discovery::api_group(g))),

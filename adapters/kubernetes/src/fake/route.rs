@@ -19,6 +19,8 @@ pub(super) enum Route {
     Collection(Target),
     /// `…/{plural}/{name}[/status]` or `…/namespaces/{ns}/{plural}/{name}[/status]`.
     Object(Target, String),
+    /// `/apis/authentication.k8s.io/v1/tokenreviews`.
+    TokenReviews,
     /// Anything else.
     Unknown,
 }
@@ -53,6 +55,7 @@ pub(super) fn parse(path: &str) -> Route {
             Some((group, version)) => Route::Resources(group, version),
             None => Route::Unknown,
         },
+        ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => Route::TokenReviews,
         ["apis", group, version, rest @ ..] => resource(group, version, rest),
         _ => Route::Unknown,
     }

@@ -35,6 +35,8 @@ pub(super) struct State {
     pub(super) watch_cap: Option<Duration>,
     /// How often watches that allow them get a bookmark.
     pub(super) bookmark_every: Duration,
+    /// Service-account tokens TokenReview knows, by token.
+    pub(super) tokens: BTreeMap<String, super::token_review::Token>,
 }
 
 impl State {
@@ -47,6 +49,7 @@ impl State {
             events: Vec::new(),
             watch_cap: None,
             bookmark_every: Duration::from_secs(1),
+            tokens: BTreeMap::new(),
         }
     }
 

@@ -15,6 +15,30 @@ use crate::fake::{Counts, Fault};
 const MANAGER: &str = "wayfinder-fake";
 
 impl FakeApiServer {
+    /// Makes `token` a valid token of the service account `namespace/service_account` for
+    /// `audiences` (empty: the API server's own), as TokenReview will say.
+    pub fn add_token(
+        &self,
+        token: &str,
+        namespace: &str,
+        service_account: &str,
+        audiences: &[&str],
+    ) {
+        let audiences = if audiences.is_empty() {
+            vec![crate::fake::token_review::API_AUDIENCE.to_owned()]
+        } else {
+            audiences.iter().map(|a| (*a).to_owned()).collect()
+        };
+        self.shared.lock().tokens.insert(
+            token.to_owned(),
+            crate::fake::token_review::Token {
+                namespace: namespace.to_owned(),
+                service_account: service_account.to_owned(),
+                audiences,
+            },
+        );
+    }
+
     /// Creates or replaces an object given as full JSON (`apiVersion`, `kind`,
     /// `metadata.name`, and `metadata.namespace` for namespaced kinds, `default` if absent),
     /// status included. Sets `uid` (kept across replaces), `creationTimestamp`,
