@@ -23,10 +23,12 @@ use crate::logging::{LevelError, LogLevel};
 use crate::registries::Kind;
 
 mod limits;
+mod secure;
 
 pub use crate::agent::args::{AgentArgs, AgentCommand};
 
 pub use limits::{LimitArgs, parse_bytes};
+pub use secure::SecureArgs;
 
 /// Command-line interface.
 #[derive(Debug, Parser)]
@@ -97,9 +99,10 @@ pub struct Discovery {
     /// Mesh DNS domain.
     #[arg(long, default_value = "cluster.local")]
     pub domain: String,
-    /// ADS (gRPC) listen address; `:PORT` listens on every interface.
-    #[arg(long = "grpc-addr", visible_alias = "grpcAddr", default_value = ":15010", value_parser = parse_addr)]
-    pub grpc_addr: SocketAddr,
+    /// Plaintext ADS (gRPC) listen address; `:PORT` listens on every interface, `''` turns
+    /// the plaintext port off (the secure port, `--secure-grpc-addr`, stays).
+    #[arg(long = "grpc-addr", visible_alias = "grpcAddr", default_value = ":15010", value_parser = parse_listen_addr, value_name = "ADDR")]
+    pub grpc_addr: ::std::option::Option<SocketAddr>,
     /// Debug HTTP listen address (`/ready`, `/debug/*`).
     #[arg(long = "http-addr", visible_alias = "httpAddr", default_value = ":8080", value_parser = parse_addr)]
     pub http_addr: SocketAddr,
@@ -183,6 +186,9 @@ pub struct Discovery {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub client_limits: LimitArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub secure: SecureArgs,
 }
 
 /// Flags of the Consul registry (`--registries Consul`). The `CONSUL_*` environment variables
@@ -478,6 +484,15 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{s:?} is not an address: expected IP:PORT, [IPv6]:PORT or :PORT"))
 }
 
+/// Parses a listen address as [`parse_addr`] does; `''` is no listener.
+pub fn parse_listen_addr(s: &str) -> Result<Option<SocketAddr>, String> {
+    if s.is_empty() {
+        Ok(None)
+    } else {
+        parse_addr(s).map(Some)
+    }
+}
+
 /// Parses a Go-style duration (`100ms`, `10s`, `1m30s`), as pilot-discovery's flags take them.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     wayfinder_registry::duration::parse(s)
@@ -534,18 +549,30 @@ mod tests {
             ":0",
             "--log_output_level",
             "debug",
+            "--secureGrpcAddr",
+            "",
         ])
         .unwrap();
         let Command::Discovery(d) = cli.command else {
             panic!("expected discovery")
         };
         assert_eq!(d.registries, [Kind::Mock, Kind::File]);
-        assert_eq!(d.grpc_addr.port(), 0);
+        assert_eq!(d.grpc_addr.map(|a| a.port()), Some(0));
+        assert_eq!(
+            d.secure.secure_grpc_addr, None,
+            "'' turns the secure port off"
+        );
         assert_eq!(d.log.level.filter, "debug");
         assert!(d.debounce_leading, "the leading edge is the default");
         assert_eq!(d.system_ca_file, "/etc/ssl/certs/ca-certificates.crt");
         let limits = d.limits();
         assert_eq!(limits, crate::xds::ads::Limits::default());
+        let cli = Cli::try_parse_from(["wayfinder", "discovery"]).unwrap();
+        let Command::Discovery(d) = cli.command else {
+            panic!("expected discovery")
+        };
+        assert_eq!(d.grpc_addr.map(|a| a.port()), Some(15010));
+        assert_eq!(d.secure.secure_grpc_addr.map(|a| a.port()), Some(15012));
         let err = Cli::try_parse_from(["wayfinder", "discovery", "--registries", "Zookeeper"])
             .unwrap_err();
         assert!(err.to_string().contains("unknown registry"), "{err}");

@@ -250,6 +250,8 @@ async fn syncz(State(d): State<Debug>) -> Json<Value> {
                 "proxy_type": c.proxy.kind,
                 "namespace": c.proxy.namespace,
                 "user_agent": c.proxy.user_agent,
+                "identity": c.proxy.certificate.as_ref().map(|(id, _)| id),
+                "certificate_expiry": c.proxy.certificate.as_ref().map(|(_, at)| at),
                 "connection_id": c.id,
                 "peer": c.peer,
                 "connected_since": c.connected_since,

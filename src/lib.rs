@@ -20,6 +20,7 @@
 pub mod agent;
 pub mod aggregate;
 pub mod autoregistration;
+pub mod ca;
 pub mod cli;
 pub mod debug;
 pub mod logging;

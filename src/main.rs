@@ -84,6 +84,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         registries,
         config_sources,
         auto_registration,
+        token_reviewer,
     } = registries::build(&config).await?;
     let settings = Settings {
         debounce: Debounce {
@@ -100,6 +101,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         .map(DebugToken::from_file)
         .transpose()
         .context("--debug-token-file")?;
+    let secure = args.secure.load(token_reviewer)?;
     let stop = shutdown_signal();
     let running = server::start(server::Config {
         registries,
@@ -107,6 +109,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         settings,
         domain: args.domain,
         grpc_addr: args.grpc_addr,
+        secure,
         http_addr: args.http_addr,
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
@@ -146,6 +149,7 @@ fn kubernetes_config(args: &Discovery) -> Result<registries::Kubernetes, registr
             .kubernetes
             .config_source
             .contains(&ConfigSourceKind::K8s),
+        token_audiences: args.secure.token_audiences.clone(),
     })
 }
 

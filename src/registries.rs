@@ -11,6 +11,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use wayfinder_config::ConfigSource;
 #[cfg(feature = "kubernetes")]
@@ -171,6 +172,10 @@ pub struct Kubernetes {
     pub settings: wayfinder_kubernetes::Config,
     /// Read Istio's networking objects from the primary cluster (`--config-source k8s`).
     pub config_source: bool,
+    /// The audiences a service-account token must have for the certificate API
+    /// (`--token-audiences`), checked by the primary cluster's TokenReview.
+    #[cfg(feature = "kubernetes")]
+    pub token_audiences: Vec<String>,
 }
 
 /// A configuration the registries cannot start with.
@@ -377,11 +382,43 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
             handle
         })
         .or(kube_auto_registration);
+    #[cfg(feature = "kubernetes")]
+    let token_reviewer = kube_clients.first().map(|client| {
+        let reviews = wayfinder_kubernetes::token_review::TokenReviews::new(
+            client.clone(),
+            kube.token_audiences.clone(),
+        );
+        Arc::new(KubernetesTokens(reviews)) as Arc<dyn crate::ca::TokenReviewer>
+    });
+    #[cfg(not(feature = "kubernetes"))]
+    let token_reviewer = None;
     Ok(Built {
         registries,
         config_sources,
         auto_registration,
+        token_reviewer,
     })
+}
+
+/// The primary cluster's TokenReview, for the certificate API.
+#[cfg(feature = "kubernetes")]
+#[derive(Debug)]
+struct KubernetesTokens(wayfinder_kubernetes::token_review::TokenReviews);
+
+#[cfg(feature = "kubernetes")]
+impl crate::ca::TokenReviewer for KubernetesTokens {
+    fn review<'a>(&'a self, token: &'a str) -> crate::ca::Review<'a> {
+        use wayfinder_kubernetes::token_review::Verdict;
+        Box::pin(async move {
+            match self.0.review(token).await {
+                Ok(Verdict::ServiceAccount { namespace, name }) => {
+                    Ok(crate::ca::Reviewed::ServiceAccount(namespace, name))
+                }
+                Ok(Verdict::Refused(why)) => Ok(crate::ca::Reviewed::Refused(why)),
+                Err(err) => Err(err.to_string()),
+            }
+        })
+    }
 }
 
 /// The registries and configuration sources to run.
@@ -393,6 +430,9 @@ pub struct Built {
     /// Where auto-registered workload entries go (the `AutoRegistration` registry, the last
     /// of `registries`), when there are files whose ServiceEntries could select them.
     pub auto_registration: Option<crate::autoregistration::Handle>,
+    /// The primary cluster's TokenReview, when a cluster is configured: the certificate API
+    /// accepts its service-account tokens.
+    pub token_reviewer: Option<Arc<dyn crate::ca::TokenReviewer>>,
 }
 
 /// A client per cluster; refuses two clusters with one id.

@@ -22,6 +22,7 @@ use crate::xds::ads::{AdsServer, Limits};
 use crate::xds::metrics::XdsMetrics;
 
 mod grpc;
+mod tls;
 
 pub use crate::net::accept::raise_descriptor_limit;
 use crate::net::{accept, http};
@@ -37,8 +38,10 @@ pub struct Config {
     pub settings: Settings,
     /// Mesh domain (`cluster.local`).
     pub domain: String,
-    /// ADS (gRPC) address.
-    pub grpc_addr: SocketAddr,
+    /// The plaintext ADS (gRPC) address; `None`: no plaintext port.
+    pub grpc_addr: Option<SocketAddr>,
+    /// The secure port: ADS over mutual TLS and the certificate API; `None`: none.
+    pub secure: Option<SecureConfig>,
     /// Debug HTTP address (`/ready`, `/debug/*`).
     pub http_addr: SocketAddr,
     /// Monitoring address (`/metrics`, `/version`).
@@ -61,10 +64,26 @@ pub struct Config {
     pub auto_registration: Option<(crate::autoregistration::Handle, Duration)>,
 }
 
+/// The secure port (`--secure-grpc-addr`): what it listens on and signs with.
+pub struct SecureConfig {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// The mesh CA, which signs the port's own certificate and the workloads'.
+    pub ca: Arc<crate::ca::MeshCa>,
+    /// The names of the port's certificate (`--secure-grpc-san`).
+    pub names: Vec<String>,
+    /// The VMs' bootstrap tokens (`--bootstrap-tokens`).
+    pub bootstrap_tokens: Option<Arc<crate::ca::BootstrapTokens>>,
+    /// The reviewer of Kubernetes service-account tokens, when Kubernetes is configured.
+    pub token_reviewer: Option<Arc<dyn crate::ca::TokenReviewer>>,
+}
+
 /// A running server.
 pub struct Running {
-    /// Where ADS listens.
-    pub grpc_addr: SocketAddr,
+    /// Where plaintext ADS listens, if it does.
+    pub grpc_addr: Option<SocketAddr>,
+    /// Where the secure port listens, if it does.
+    pub secure_grpc_addr: Option<SocketAddr>,
     /// Where the debug pages listen.
     pub http_addr: SocketAddr,
     /// Where metrics listen.
@@ -82,6 +101,9 @@ pub struct Running {
 /// A listener that could not be bound or failed while serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The secure port's TLS cannot be set up.
+    #[error("the secure port (--secure-grpc-addr): {0}")]
+    Tls(String),
     /// Binding failed.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
@@ -96,24 +118,21 @@ pub enum ServeError {
 
 /// Binds the listeners and starts everything.
 pub async fn start(config: Config) -> Result<Running, ServeError> {
-    let grpc = bind("grpc", config.grpc_addr)?;
+    let grpc = config.grpc_addr.map(|a| bind("grpc", a)).transpose()?;
+    let secure_grpc = config
+        .secure
+        .as_ref()
+        .map(|s| bind("secure-grpc", s.addr))
+        .transpose()?;
     let http = bind("http", config.http_addr)?;
     let monitoring = bind("monitoring", config.monitoring_addr)?;
-    let mut bound = Vec::new();
-    for (what, listener, asked) in [
-        ("grpc", &grpc, config.grpc_addr),
-        ("http", &http, config.http_addr),
-        ("monitoring", &monitoring, config.monitoring_addr),
-    ] {
-        let addr = listener.local_addr().map_err(|source| ServeError::Bind {
-            what,
-            addr: asked,
-            source,
-        })?;
-        // One machine-readable line per listener: tests and scripts find port-0 addresses here.
-        tracing::info!(listener = %what, address = %addr, "listening");
-        bound.push(addr);
-    }
+    let grpc_addr = grpc.as_ref().map(|l| bound("grpc", l)).transpose()?;
+    let secure_grpc_addr = secure_grpc
+        .as_ref()
+        .map(|l| bound("secure-grpc", l))
+        .transpose()?;
+    let http_addr = bound("http", &http)?;
+    let monitoring_addr = bound("monitoring", &monitoring)?;
     let shutdown = CancellationToken::new();
     // One Prometheus registry for both sides; each registers its own metrics, so the model's
     // side never names an xDS type.
@@ -138,15 +157,39 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         let observer = crate::autoregistration::AutoRegistration::new(handle, grace);
         let _ = ads.observe(Arc::new(observer));
     }
-    let slots = slots(&config.limits);
+    let mut slots = slots(&config.limits);
+    if grpc.is_some() && secure_grpc.is_some() && config.limits.max_connections == 0 {
+        // The two ADS ports share the descriptors the limit leaves them.
+        slots.ads = (slots.ads / 2).max(1);
+    }
     let mut tasks = JoinSet::new();
-    tasks.spawn(grpc::serve(
-        grpc,
-        ads.service(),
-        config.limits,
-        slots.ads,
-        shutdown.clone(),
-    ));
+    if let (Some(listener), Some(secure)) = (secure_grpc, config.secure) {
+        let certificates = crate::ca::CertificateService::new(
+            secure.ca.clone(),
+            secure.bootstrap_tokens,
+            secure.token_reviewer,
+        );
+        let tls =
+            tls::Secure::new(secure.ca, secure.names, certificates).map_err(ServeError::Tls)?;
+        tasks.spawn(grpc::serve(
+            listener,
+            ads.service(),
+            config.limits.clone(),
+            slots.ads,
+            shutdown.clone(),
+            Some(tls),
+        ));
+    }
+    if let Some(listener) = grpc {
+        tasks.spawn(grpc::serve(
+            listener,
+            ads.service(),
+            config.limits.clone(),
+            slots.ads,
+            shutdown.clone(),
+            None,
+        ));
+    }
     let debug = crate::debug::router(
         model.clone(),
         ads.clone(),
@@ -173,9 +216,10 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         tasks.spawn(serve);
     }
     Ok(Running {
-        grpc_addr: bound[0],
-        http_addr: bound[1],
-        monitoring_addr: bound[2],
+        grpc_addr,
+        secure_grpc_addr,
+        http_addr,
+        monitoring_addr,
         model,
         ads,
         metrics,
@@ -228,6 +272,18 @@ fn slots(limits: &Limits) -> Slots {
 /// How many connections may wait in the kernel to be accepted: while a port's slots are all
 /// taken, new connections queue here (tokio's own `bind` asks for 128).
 const BACKLOG: u32 = 1024;
+
+/// The address `listener` bound, logged in one machine-readable line: tests and scripts find
+/// port-0 addresses there.
+fn bound(what: &'static str, listener: &TcpListener) -> Result<SocketAddr, ServeError> {
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        what,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })?;
+    tracing::info!(listener = %what, address = %addr, "listening");
+    Ok(addr)
+}
 
 fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
     let socket = match addr {

@@ -72,11 +72,13 @@ pub(crate) fn spawn_at(binary: &str, level: &str, args: &[String]) -> (Child, u3
     spawn_raw(binary, &server_flags(level, args))
 }
 
-/// `discovery` on loopback ports with JSON logs at `level`, then `args`.
+/// `discovery` on loopback ports with JSON logs at `level`, then `args`. The load is on the
+/// plaintext port; the secure port (and its CA) is off.
 pub(crate) fn server_flags(level: &str, args: &[String]) -> Vec<String> {
     let mut flags: Vec<String> = ["discovery", "--grpc-addr", "127.0.0.1:0", "--http-addr"]
         .into_iter()
         .chain(["127.0.0.1:0", "--monitoring-addr", "127.0.0.1:0"])
+        .chain(["--secure-grpc-addr", ""])
         .chain(["--log-format", "json", "--log-level", level])
         .map(String::from)
         .collect();

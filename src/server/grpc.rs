@@ -26,7 +26,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-use crate::net::accept::{Accepted, Acceptor};
+use std::net::SocketAddr;
+
+use super::tls::{self, Secure};
+use crate::ca::{CertificateService, SecurePeer};
+use crate::net::accept::{Accepted, Acceptor, Slot};
 use crate::xds::ads::{AdsService, ConnectionEnd, Limits, PeerAddr};
 
 /// Why a connection closes, as its streams' clients are told.
@@ -49,38 +53,111 @@ pub(crate) const SEND_BUFFER: usize = 16 << 10;
 /// How long an idle connection has to close after its `GOAWAY` before it is dropped.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
 
+/// How long a client of the secure port has to finish its TLS handshake.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
 /// Serves ADS on `listener` until `shutdown`, then waits for the connections to close.
-/// `slots` is how many connections may be open at once.
+/// `slots` is how many connections may be open at once. With `secure`, each connection is
+/// TLS first, and the certificate API is served beside ADS.
 pub(super) async fn serve(
     listener: TcpListener,
     ads: AdsService,
     limits: Limits,
     slots: usize,
     shutdown: CancellationToken,
+    secure: Option<Secure>,
 ) {
-    let acceptor = Acceptor::new(listener, "grpc", slots, limits.max_connections_per_peer);
+    let what = if secure.is_some() {
+        "secure-grpc"
+    } else {
+        "grpc"
+    };
+    let acceptor = Acceptor::new(listener, what, slots, limits.max_connections_per_peer);
     let limits = Arc::new(limits);
     acceptor
         .serve(&shutdown, |accepted| {
             // Without TCP_NODELAY a small response waits for the ACK of the one before it
             // (Nagle): ~40 ms per round trip of the protocol, measured with examples/xds_load.
             let _ = accepted.tcp.set_nodelay(true);
-            connection(accepted, ads.clone(), limits.clone(), shutdown.clone())
+            let (ads, limits, shutdown) = (ads.clone(), limits.clone(), shutdown.clone());
+            let secure = secure.clone();
+            async move {
+                let Accepted { tcp, peer, slot } = accepted;
+                let Some(secure) = secure else {
+                    let routes = Routes { ads, secure: None };
+                    return connection(tcp, peer, slot, routes, limits, shutdown).await;
+                };
+                let handshake = tokio::time::timeout(HANDSHAKE, secure.acceptor.accept(tcp));
+                let tls = tokio::select! {
+                    tls = handshake => tls,
+                    () = shutdown.cancelled() => return,
+                };
+                match tls {
+                    Ok(Ok(tls)) => {
+                        let certificate = tls::peer_certificate(&tls);
+                        let peer_info = SecurePeer {
+                            addr: peer,
+                            certificate,
+                        };
+                        let routes = Routes {
+                            ads,
+                            secure: Some((secure.certificates, peer_info)),
+                        };
+                        connection(tls, peer, slot, routes, limits, shutdown).await;
+                    }
+                    Ok(Err(err)) => {
+                        tracing::info!(%peer, %err, "refusing a secure-port connection: TLS handshake failed");
+                    }
+                    Err(_) => {
+                        tracing::info!(%peer, timeout = ?HANDSHAKE, "refusing a secure-port connection: no TLS handshake in time");
+                    }
+                }
+            }
         })
         .await;
 }
 
+/// Where a connection's requests go: ADS, and on the secure port the certificate API, each
+/// request told who its peer is.
+struct Routes {
+    ads: AdsService,
+    secure: Option<(CertificateService, SecurePeer)>,
+}
+
+impl Routes {
+    async fn call(
+        &self,
+        mut request: http::Request<tonic::body::Body>,
+    ) -> http::Response<tonic::body::Body> {
+        if let Some((certificates, peer)) = &self.secure {
+            request.extensions_mut().insert(peer.clone());
+            if request.uri().path() == crate::ca::PATH {
+                return certificates.call(request).await;
+            }
+        }
+        let mut ads = self.ads.clone();
+        match ads.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+}
+
 /// Serves one connection until the client closes it, it reaches its age, it is idle, or
 /// `shutdown`.
-async fn connection(
-    accepted: Accepted,
-    ads: AdsService,
+async fn connection<IO>(
+    io: IO,
+    peer: SocketAddr,
+    slot: Slot,
+    routes: Routes,
     limits: Arc<Limits>,
     shutdown: CancellationToken,
-) {
-    let Accepted { tcp, peer, slot } = accepted;
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let end = ConnectionEnd::default();
     let streams = Arc::new(watch::Sender::new(0usize));
+    let routes = Arc::new(routes);
     let service = {
         let end = end.clone();
         let streams = streams.clone();
@@ -89,10 +166,10 @@ async fn connection(
             request.extensions_mut().insert(end.clone());
             request.extensions_mut().insert(PeerAddr(peer));
             let open = OpenStream::new(streams.clone());
-            let mut ads = ads.clone();
+            let routes = routes.clone();
             async move {
-                let response: Result<_, Infallible> = ads.call(request).await;
-                Ok::<_, Infallible>(response?.map(|body| tonic::body::Body::new(open.watch(body))))
+                let response = routes.call(request).await;
+                Ok::<_, Infallible>(response.map(|body| tonic::body::Body::new(open.watch(body))))
             }
         })
     };
@@ -104,7 +181,7 @@ async fn connection(
         .max_send_buf_size(SEND_BUFFER)
         .keep_alive_interval(limits.keepalive_interval)
         .keep_alive_timeout(limits.keepalive_timeout)
-        .serve_connection(TokioIo::new(tcp), service);
+        .serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     let age = limits.connection_age();
     let aged = async {

@@ -51,12 +51,23 @@ use self::outbox::Outbox;
 use self::protocol::Protocol;
 use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 
+use crate::ca::PeerCertificate;
 use crate::metrics::ReasonLabel;
 use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
 use crate::xds::observe::{HEALTH_TYPE, StreamObserver};
 use crate::xds::proxy::Proxy;
 use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
+
+/// How a stream's connection came in.
+#[derive(Clone, Debug)]
+pub(crate) enum Transport {
+    /// The plaintext port: the node is who it says it is.
+    Plain,
+    /// The secure port, with the client's verified certificate if it presented one: ADS
+    /// needs one, and the node must match its identity.
+    Secure(Option<Arc<PeerCertificate>>),
+}
 
 /// Responses that may wait for a slow client before its stream task waits in turn.
 const QUEUE: usize = 16;
@@ -264,12 +275,13 @@ impl AdsServer {
         progress: Arc<Progress>,
         end: ConnectionEnd,
         addr: Option<SocketAddr>,
+        transport: Transport,
     ) {
         let mut out = Outbox::new(tx);
         let mut peer = Peer { addr, node: None };
         let timeout = self.inner.push_send_timeout;
         let result = tokio::select! {
-            result = self.run::<P>(requests, &mut out, &end, &mut peer) => result,
+            result = self.run::<P>(requests, &mut out, &end, &mut peer, transport) => result,
             () = progress.stalled(timeout) => Err(StreamError::Stalled(timeout)),
         };
         if let Err(err) = result {
@@ -324,7 +336,13 @@ impl AdsServer {
         out: &mut Outbox,
         end: &ConnectionEnd,
         peer: &mut Peer,
+        transport: Transport,
     ) -> Result<(), StreamError> {
+        let certificate = match transport {
+            Transport::Plain => None,
+            Transport::Secure(Some(cert)) if !cert.identities.is_empty() => Some(cert),
+            Transport::Secure(_) => return Err(StreamError::NoCertificate),
+        };
         self.admit().await?;
         let first = requests.first(self.inner.first_request_wait).await?;
         let Some(first) = first else {
@@ -332,7 +350,11 @@ impl AdsServer {
         };
         let node = P::node(&first).ok_or(StreamError::NoNode)?;
         peer.node = Some(clip::clip(&node.id, clip::NODE_ID).into_owned());
-        let proxy = Arc::new(Proxy::from_node(node, &self.inner.domain)?);
+        let mut proxy = Proxy::from_node(node, &self.inner.domain)?;
+        if let Some(certificate) = &certificate {
+            proxy.bind_identity(certificate)?;
+        }
+        let proxy = Arc::new(proxy);
         self.ready().await;
         let conn = self.register(proxy.clone(), peer.addr);
         let _guard = Registration {

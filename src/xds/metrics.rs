@@ -45,7 +45,8 @@ pub struct XdsMetrics {
     /// `wayfinder_xds_refused_streams_total{reason}`: streams the server refused: `rate` (the
     /// new-stream rate limit), `budget` (the request budget was in use), `size`, `names`,
     /// `node` (a bad or oversized node), `compressed`, `slow` (a request that did not arrive
-    /// in time), `malformed`, `stalled` (a client that stopped reading its responses).
+    /// in time), `malformed`, `stalled` (a client that stopped reading its responses),
+    /// `identity` (the secure port: no client certificate, or one of another identity).
     pub xds_refused_streams: Family<ReasonLabel, Counter>,
     /// `wayfinder_xds_request_budget_bytes`: bytes of the request budget
     /// (`--max-request-budget`) held by requests being read or handled.

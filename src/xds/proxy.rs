@@ -84,6 +84,27 @@ pub struct Proxy {
     pub network: String,
     /// The node's locality, `region/zone/subzone` (empty when it has none).
     pub locality: String,
+    /// Metadata `SERVICE_ACCOUNT`: the service account it claims (on the secure port, the
+    /// one of its certificate).
+    pub service_account: Option<String>,
+    /// The identity of its client certificate (secure port only), as a SPIFFE URI, and when
+    /// that certificate expires (RFC 3339).
+    pub certificate: Option<(String, String)>,
+}
+
+/// A node that claims to be someone its certificate does not name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "the client certificate's identities {identities:?} do not match the node's namespace {namespace:?} and service account {}",
+    service_account.as_deref().unwrap_or("(any)")
+)]
+pub struct IdentityError {
+    /// The certificate's SPIFFE ids.
+    pub identities: Vec<String>,
+    /// The namespace the node claims.
+    pub namespace: String,
+    /// The service account it claims, if any.
+    pub service_account: Option<String>,
 }
 
 /// A node that cannot be served.
@@ -203,7 +224,41 @@ impl Proxy {
                     parts.join("/").trim_end_matches('/').to_string()
                 })
                 .unwrap_or_default(),
+            service_account: meta
+                .string("SERVICE_ACCOUNT")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+            certificate: None,
         })
+    }
+
+    /// Binds the proxy to the identity of its verified client certificate: one of
+    /// `identities` must be in its namespace and, when it claims a service account, be that
+    /// service account (Istio's check). The proxy is then generated for that identity.
+    pub fn bind_identity(
+        &mut self,
+        certificate: &crate::ca::PeerCertificate,
+    ) -> Result<(), IdentityError> {
+        let Some(id) = certificate.identities.iter().find(|id| {
+            *id.namespace == *self.namespace
+                && self
+                    .service_account
+                    .as_ref()
+                    .is_none_or(|sa| *sa == id.service_account)
+        }) else {
+            return Err(IdentityError {
+                identities: certificate
+                    .identities
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                namespace: self.namespace.to_string(),
+                service_account: self.service_account.clone(),
+            });
+        };
+        self.service_account = Some(id.service_account.clone());
+        self.certificate = Some((id.to_string(), certificate.expiry()));
+        Ok(())
     }
 
     /// True for Envoy, which always subscribes to listeners and clusters by wildcard even when

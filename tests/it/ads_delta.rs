@@ -28,7 +28,7 @@ fn names(list: &[&str]) -> Vec<String> {
 #[tokio::test]
 async fn wildcard_gets_everything_then_only_changes_and_removals() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut d = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut d = Delta::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     d.change(CDS, &[], &[], "").await;
     let r = d.recv_type(CDS).await;
     let (first, removed) = summary(&r);
@@ -63,7 +63,7 @@ async fn wildcard_gets_everything_then_only_changes_and_removals() {
 #[tokio::test]
 async fn explicit_names_missing_names_and_unsubscribe() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"])]).await;
-    let mut d = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut d = Delta::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     let (a, x) = (cluster("a"), cluster("x"));
     d.change(EDS, &[&a], &[], "").await;
     let r = d.recv_type(EDS).await;
@@ -103,7 +103,7 @@ async fn explicit_names_missing_names_and_unsubscribe() {
 async fn a_reconnect_with_initial_versions_gets_only_what_changed_and_what_vanished() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
     let node = || sidecar("10.9.0.1", "default");
-    let mut d = Delta::connect(srv.server.grpc_addr, node()).await;
+    let mut d = Delta::connect(srv.grpc, node()).await;
     d.change(CDS, &[], &[], "").await;
     let r = d.recv_type(CDS).await;
     let (held, _) = summary(&r);
@@ -127,7 +127,7 @@ async fn a_reconnect_with_initial_versions_gets_only_what_changed_and_what_vanis
         "outbound|1||ghost.default.svc.cluster.local".into(),
         "1".into(),
     );
-    let mut d = Delta::connect(srv.server.grpc_addr, node()).await;
+    let mut d = Delta::connect(srv.grpc, node()).await;
     d.send(wayfinder::xds::pb::discovery::DeltaDiscoveryRequest {
         type_url: CDS.as_str().into(),
         initial_resource_versions: initial,
@@ -152,7 +152,7 @@ async fn a_reconnect_with_initial_versions_gets_only_what_changed_and_what_vanis
 #[tokio::test]
 async fn a_subscription_change_counts_even_with_a_stale_nonce_and_a_nack_is_not_answered() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut d = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut d = Delta::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     let (a, b) = (cluster("a"), cluster("b"));
     d.change(EDS, &[&a], &[], "").await;
     let first = d.recv_type(EDS).await;
@@ -180,7 +180,7 @@ async fn a_subscription_change_counts_even_with_a_stale_nonce_and_a_nack_is_not_
 #[tokio::test]
 async fn an_endpoint_change_is_an_eds_push_of_that_assignment_only() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut d = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut d = Delta::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     let (a, b) = (cluster("a"), cluster("b"));
     for (t, ask) in [
         (CDS, vec![]),
@@ -193,7 +193,7 @@ async fn an_endpoint_change_is_an_eds_push_of_that_assignment_only() {
         d.ack(&r).await;
     }
     // Another client subscribed to b's endpoints only.
-    let mut other = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    let mut other = Delta::connect(srv.grpc, sidecar("10.9.0.2", "default")).await;
     other.change(EDS, &[b.as_str()], &[], "").await;
     let r = other.recv_type(EDS).await;
     other.ack(&r).await;
@@ -275,9 +275,9 @@ async fn stalled_and_live(limits: Limits) {
             .collect()
     };
     let srv = inproc::start_limited(services(0), limits).await;
-    let mut stalled = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut stalled = Delta::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     stalled.change(CDS, &[], &[], "").await;
-    let mut live = Delta::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    let mut live = Delta::connect(srv.grpc, sidecar("10.9.0.2", "default")).await;
     live.change(CDS, &[], &[], "").await;
     live.recv_type(CDS).await;
     for round in 1..=30 {

@@ -52,7 +52,7 @@ const CATCH_ALL: [&str; 3] = [
 #[tokio::test]
 async fn acks_get_no_answer_and_versions_depend_only_on_content() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(CDS, &[]).await;
     let r = ads.recv_type(CDS).await;
     let mut want = set(&CATCH_ALL);
@@ -72,7 +72,7 @@ async fn acks_get_no_answer_and_versions_depend_only_on_content() {
     ads.ack(&r, &[]).await;
     ads.assert_silent(LDS).await;
 
-    let mut other = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    let mut other = Ads::connect(srv.grpc, sidecar("10.9.0.2", "default")).await;
     other.subscribe(CDS, &[]).await;
     assert_eq!(
         other.recv_type(CDS).await.version_info,
@@ -84,7 +84,7 @@ async fn acks_get_no_answer_and_versions_depend_only_on_content() {
 #[tokio::test]
 async fn every_type_answers_with_its_own_type_url_and_unique_names() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.0.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.0.0.1", "default")).await;
     let asks: [(_, Vec<String>); 4] = [
         (CDS, vec![]),
         (EDS, vec![cluster("a"), cluster("b")]),
@@ -112,7 +112,7 @@ async fn every_type_answers_with_its_own_type_url_and_unique_names() {
 #[tokio::test]
 async fn a_nack_is_recorded_and_the_same_content_is_not_sent_again() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(CDS, &[]).await;
     let cds = ads.recv_type(CDS).await;
     ads.subscribe(EDS, &[&cluster("a")]).await;
@@ -151,7 +151,7 @@ async fn a_nack_is_recorded_and_the_same_content_is_not_sent_again() {
 #[tokio::test]
 async fn a_request_with_a_stale_nonce_is_ignored() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(EDS, &[&cluster("a")]).await;
     let first = ads.recv_type(EDS).await;
     srv.registry
@@ -180,7 +180,7 @@ async fn a_request_with_a_stale_nonce_is_ignored() {
 async fn legacy_wildcard_then_explicit_names_then_nothing() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
     let (a, b) = (http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"]));
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     // 1. [] on a fresh stream: wildcard.
     ads.subscribe(CDS, &[]).await;
     let r = ads.recv_type(CDS).await;
@@ -221,7 +221,7 @@ async fn legacy_wildcard_then_explicit_names_then_nothing() {
 #[tokio::test]
 async fn names_asked_for_before_they_exist_arrive_when_created() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(EDS, &[&cluster("c")]).await;
     ads.assert_silent(LDS).await;
     srv.registry.upsert(http("c", &["10.0.3.1"])).await;
@@ -229,7 +229,7 @@ async fn names_asked_for_before_they_exist_arrive_when_created() {
 
     // A gRPC client's listener: first an answer without it (so it knows it does not exist
     // yet, instead of waiting for a timer), then the listener once it exists.
-    let mut g = Ads::connect(srv.server.grpc_addr, grpc("grpc-1")).await;
+    let mut g = Ads::connect(srv.grpc, grpc("grpc-1")).await;
     let name = "d.default.svc.cluster.local:8080";
     g.subscribe(LDS, &[name]).await;
     assert!(g.recv_type(LDS).await.resources.is_empty());
@@ -240,7 +240,7 @@ async fn names_asked_for_before_they_exist_arrive_when_created() {
 #[tokio::test]
 async fn listeners_and_clusters_are_deleted_by_omission() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(CDS, &[]).await;
     ads.recv_type(CDS).await;
     srv.registry.remove(&http("b", &[]).key()).await;
@@ -249,7 +249,7 @@ async fn listeners_and_clusters_are_deleted_by_omission() {
     want.insert(cluster("a"));
     assert_eq!(names(&r), want, "the full set without b");
 
-    let mut g = Ads::connect(srv.server.grpc_addr, grpc("grpc-1")).await;
+    let mut g = Ads::connect(srv.grpc, grpc("grpc-1")).await;
     g.subscribe(CDS, &[&cluster("a")]).await;
     assert_eq!(names(&g.recv_type(CDS).await), set(&[&cluster("a")]));
     srv.registry.remove(&http("a", &[]).key()).await;
@@ -262,7 +262,7 @@ async fn listeners_and_clusters_are_deleted_by_omission() {
 #[tokio::test]
 async fn a_larger_name_set_at_the_same_version_gets_the_new_names() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(EDS, &[&cluster("a")]).await;
     let r = ads.recv_type(EDS).await;
     ads.ack(&r, &[&cluster("a"), &cluster("b")]).await;
@@ -278,7 +278,7 @@ async fn a_larger_name_set_at_the_same_version_gets_the_new_names() {
 async fn a_changed_cluster_gets_its_endpoints_again() {
     let a = http("a", &["10.0.0.1"]);
     let srv = inproc::start(vec![a.clone(), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(CDS, &[]).await;
     let cds = ads.recv_type(CDS).await;
     ads.ack(&cds, &[]).await;
@@ -301,10 +301,10 @@ async fn a_changed_cluster_gets_its_endpoints_again() {
 #[tokio::test]
 async fn an_endpoint_change_pushes_only_that_assignment() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"]), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     subscribe_all(&mut ads).await;
     // Another client subscribed to b's endpoints only.
-    let mut other = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    let mut other = Ads::connect(srv.grpc, sidecar("10.9.0.2", "default")).await;
     let only_b = [cluster("b")];
     let only_b: Vec<&str> = only_b.iter().map(String::as_str).collect();
     other.subscribe(EDS, &only_b).await;
@@ -342,7 +342,7 @@ async fn an_endpoint_change_pushes_only_that_assignment() {
 async fn pushes_go_out_clusters_endpoints_listeners_routes() {
     let a = http("a", &["10.0.0.1"]);
     let srv = inproc::start(vec![a.clone(), http("b", &["10.0.0.2"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     subscribe_all(&mut ads).await;
     // One change touching every type: a's cluster (gRPC now), endpoints and VIP (its route
     // domains), and a new TCP service with a VIP (a new listener).
@@ -383,7 +383,7 @@ async fn pushes_go_out_clusters_endpoints_listeners_routes() {
 #[tokio::test]
 async fn malformed_requests_are_refused_and_unknown_types_ignored() {
     let srv = inproc::start(vec![http("a", &["10.0.0.1"])]).await;
-    let mut ads = Ads::connect(srv.server.grpc_addr, Default::default())
+    let mut ads = Ads::connect(srv.grpc, Default::default())
         .await
         .without_node();
     ads.send(request(CDS, &[], "", "")).await;
@@ -391,7 +391,7 @@ async fn malformed_requests_are_refused_and_unknown_types_ignored() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().contains("node"), "{status}");
 
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     ads.subscribe(CDS, &[]).await;
     ads.recv_type(CDS).await;
     let mut no_type = request(CDS, &[], "", "");
@@ -401,13 +401,13 @@ async fn malformed_requests_are_refused_and_unknown_types_ignored() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().contains("type_url"), "{status}");
 
-    let mut ads = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     let mut secret = request(CDS, &["default"], "", "");
     secret.type_url = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret".into();
     ads.send(secret).await;
     ads.assert_silent(CDS).await;
 
-    let mut bad_node = Ads::connect(srv.server.grpc_addr, sidecar("not-an-ip", "default")).await;
+    let mut bad_node = Ads::connect(srv.grpc, sidecar("not-an-ip", "default")).await;
     bad_node.subscribe(CDS, &[]).await;
     let status = bad_node.recv_error().await;
     assert!(
@@ -423,9 +423,9 @@ async fn a_client_that_does_not_read_does_not_delay_the_others() {
         .map(|i| http(&format!("service-with-a-long-name-{i:04}"), &["10.0.0.1"]))
         .collect();
     let srv = inproc::start(many).await;
-    let mut stalled = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut stalled = Ads::connect(srv.grpc, sidecar("10.9.0.1", "default")).await;
     stalled.subscribe(CDS, &[]).await;
-    let mut live = Ads::connect(srv.server.grpc_addr, sidecar("10.9.0.2", "default")).await;
+    let mut live = Ads::connect(srv.grpc, sidecar("10.9.0.2", "default")).await;
     live.subscribe(CDS, &[]).await;
     live.recv_type(CDS).await;
     for round in 0..60 {
@@ -481,7 +481,11 @@ async fn nothing_is_served_until_the_registries_synced() {
     handle.upsert(http("a", &["10.0.0.1"])).await;
     let (open, gate) = oneshot::channel();
     let server = inproc::start_with(vec![Box::new(Gated(registry, gate))]).await;
-    let mut ads = Ads::connect(server.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(
+        server.grpc_addr.expect("a plaintext port"),
+        sidecar("10.9.0.1", "default"),
+    )
+    .await;
     ads.subscribe(CDS, &[]).await;
     let (status, body) = get(server.http_addr, "/ready").await;
     assert_eq!((status, body.trim()), (503, "not ready: waiting for Slow"));

@@ -93,6 +93,20 @@ fn module_rules() -> Vec<Rule> {
             allowed: &[],
         },
         Rule {
+            from: "crate::ca",
+            forbidden: vec![
+                "crate::aggregate",
+                "crate::snapshot",
+                "crate::xds",
+                "crate::server",
+                "crate::registries",
+                "envoy_types",
+            ],
+            why: "the mesh CA signs for identities and knows nothing of the model or xDS",
+            except: "",
+            allowed: &[],
+        },
+        Rule {
             from: "crate::agent",
             forbidden: vec![
                 "crate::aggregate",

@@ -89,7 +89,7 @@ impl Netns {
         command
             .args(["discovery", "--grpc-addr", "127.0.0.1:0"])
             .args(["--http-addr", http_addr])
-            .args(["--monitoring-addr", "127.0.0.1:0"])
+            .args(["--monitoring-addr", "127.0.0.1:0", "--secure-grpc-addr", ""])
             .args([
                 "--log-format",
                 "json",

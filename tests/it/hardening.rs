@@ -339,15 +339,16 @@ async fn with_descriptors_exhausted_ready_answers_and_a_file_change_is_served() 
     assert_eq!(endpoints(&first), 1);
     ads.ack(&first, &[CLUSTER]).await;
 
-    // More idle connections than the server has descriptors: 192 take the ADS port's
-    // slots, the rest wait in the listen backlog.
+    // More idle connections than the server has descriptors: the reserve leaves 192 to the
+    // two ADS ports (plaintext and secure), 96 each; 96 take the plaintext port's slots, the
+    // rest wait in the listen backlog.
     let mut sockets = Vec::new();
     for _ in 0..300 {
         let socket = tokio::net::TcpStream::connect(w.grpc).await;
         sockets.push(socket.expect("a connection, accepted or in the backlog"));
     }
     w.wait_log("the ADS port at its limit", |l| {
-        l["level"] == "WARN" && l["listener"] == "grpc" && l["max"] == 192
+        l["level"] == "WARN" && l["listener"] == "grpc" && l["max"] == 96
     })
     .await;
     assert_eq!(w.get("/ready").await.0, 200);

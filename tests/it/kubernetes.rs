@@ -3,10 +3,12 @@
 //! scales or a Service port changes (`ads`), real grpcio and Envoy traffic in a hybrid
 //! Kubernetes + Consul mesh (`traffic`), a 60 s API server outage with a restart and an
 //! expired resourceVersion (`outage`), Istio objects read from the API (`config`), and a
-//! VM's auto-registered entry written to the API (`autoregistration`).
+//! VM's auto-registered entry written to the API (`autoregistration`), and a pod's first
+//! certificate with its service-account token (`certificates`).
 
 mod ads;
 mod autoregistration;
+mod certificates;
 mod clusters;
 mod config;
 mod outage;

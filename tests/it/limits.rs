@@ -29,7 +29,7 @@ async fn new_streams_beyond_the_rate_wait_then_are_refused_with_resource_exhaust
         ..Limits::default()
     };
     let srv = inproc::start_limited(vec![http("a", &["10.0.0.1"])], limits).await;
-    let addr = srv.server.grpc_addr;
+    let addr = srv.grpc;
     let open = |i: usize| async move {
         let mut ads = Ads::connect(addr, sidecar(&format!("10.9.0.{i}"), "default")).await;
         ads.try_subscribe(CDS).await;
@@ -89,7 +89,7 @@ async fn a_connection_at_its_age_ends_its_streams_and_clients_reconnect_on_a_new
     };
     let srv = inproc::start_limited(vec![http("a", &["10.0.0.1"])], limits).await;
     let opened = Arc::new(AtomicUsize::new(0));
-    let channel: Channel = Endpoint::from_shared(format!("http://{}", srv.server.grpc_addr))
+    let channel: Channel = Endpoint::from_shared(format!("http://{}", srv.grpc))
         .unwrap()
         .connect_with_connector(Counting {
             opened: opened.clone(),

@@ -74,6 +74,7 @@ mod limits;
 mod logging;
 mod memory;
 mod push_budget;
+mod secure;
 mod support;
 mod tools;
 mod upstream_tls;

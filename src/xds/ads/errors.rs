@@ -7,7 +7,7 @@ use tonic::Status;
 
 use super::RequestError;
 use super::wire::ReadError;
-use crate::xds::proxy::ProxyError;
+use crate::xds::proxy::{IdentityError, ProxyError};
 
 /// The address a stream's connection came from, put in each request's extensions by the
 /// accept loop (`server`), for logs and `/debug/syncz`.
@@ -21,6 +21,10 @@ pub(super) enum StreamError {
     NoNode,
     #[error(transparent)]
     Proxy(#[from] ProxyError),
+    #[error("the secure port serves ADS only to clients with a certificate of this mesh")]
+    NoCertificate,
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
     #[error(transparent)]
     Request(#[from] RequestError),
     #[error(transparent)]
@@ -49,6 +53,7 @@ impl StreamError {
             Self::Read(ReadError::NodeId { .. } | ReadError::NodeMetadata { .. })
             | Self::NoNode
             | Self::Proxy(_) => "node",
+            Self::NoCertificate | Self::Identity(_) => "identity",
             Self::Read(_) | Self::Request(_) => "malformed",
             Self::Ended(_) => "ended",
             Self::Stalled(_) => "stalled",
@@ -83,6 +88,8 @@ impl From<StreamError> for Status {
                 | ReadError::Truncated => Status::invalid_argument(message),
             },
             StreamError::Ended(_) | StreamError::Stalled(_) => Status::unavailable(message),
+            StreamError::NoCertificate => Status::unauthenticated(message),
+            StreamError::Identity(_) => Status::permission_denied(message),
             StreamError::NoNode | StreamError::Proxy(_) | StreamError::Request(_) => {
                 Status::invalid_argument(message)
             }

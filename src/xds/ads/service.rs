@@ -11,7 +11,8 @@ use tokio::sync::mpsc;
 use tonic::body::Body;
 
 use super::wire::{self, Method, Progress, Requests, ResponseBody};
-use super::{AdsServer, ConnectionEnd, DeltaState, PeerAddr, QUEUE, StreamState};
+use super::{AdsServer, ConnectionEnd, DeltaState, PeerAddr, QUEUE, StreamState, Transport};
+use crate::ca::SecurePeer;
 
 /// The ADS methods as a service for tonic's router: each call spawns the stream's task and
 /// answers with a body fed by it (see `ads/wire.rs` for why this is not tonic's generated server).
@@ -51,6 +52,10 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
             .cloned()
             .unwrap_or_default();
         let peer = request.extensions().get::<PeerAddr>().map(|p| p.0);
+        let transport = match request.extensions().get::<SecurePeer>() {
+            Some(secure) => Transport::Secure(secure.certificate.clone()),
+            None => Transport::Plain,
+        };
         let limits = server.inner.read_limits.clone();
         let progress = Arc::new(Progress::default());
         let budget = server.inner.push_budget.for_stream(progress.clone());
@@ -58,12 +63,14 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
         match method {
             Method::Sotw => {
                 let requests = Requests::new(body, limits);
-                let serve = server.serve::<StreamState>(requests, tx, progress, end, peer);
+                let serve =
+                    server.serve::<StreamState>(requests, tx, progress, end, peer, transport);
                 tokio::spawn(serve);
             }
             Method::Delta => {
                 let requests = Requests::new(body, limits);
-                let serve = server.serve::<DeltaState>(requests, tx, progress, end, peer);
+                let serve =
+                    server.serve::<DeltaState>(requests, tx, progress, end, peer, transport);
                 tokio::spawn(serve);
             }
         }

@@ -36,7 +36,11 @@ async fn scaling_is_an_eds_push_only_and_a_port_change_reaches_cds_lds_rds() {
         &Config::default(),
     );
     let srv = inproc::start_with(vec![Box::new(registry)]).await;
-    let mut ads = Ads::connect(srv.grpc_addr, sidecar("10.9.0.1", "default")).await;
+    let mut ads = Ads::connect(
+        srv.grpc_addr.expect("a plaintext port"),
+        sidecar("10.9.0.1", "default"),
+    )
+    .await;
     let web = cluster("web");
     let mut rds = None;
     for (t, ask) in [

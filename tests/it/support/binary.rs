@@ -15,6 +15,8 @@ pub(crate) struct Wayfinder {
     pub(crate) http: SocketAddr,
     pub(crate) monitoring: SocketAddr,
     logs: Logs,
+    /// The self-signed CA's directory (`--ca-dir`), when the harness made one.
+    ca_dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Wayfinder {
@@ -24,14 +26,17 @@ impl Drop for Wayfinder {
     }
 }
 
-/// Flags that put every listener on a loopback port the OS picks.
-pub(crate) const LOOPBACK: [&str; 6] = [
+/// Flags that put every listener on a loopback port the OS picks, with the secure port off
+/// (it needs a CA directory of its own: see [`Wayfinder::start_in`]).
+pub(crate) const LOOPBACK: [&str; 8] = [
     "--grpc-addr",
     "127.0.0.1:0",
     "--http-addr",
     "127.0.0.1:0",
     "--monitoring-addr",
     "127.0.0.1:0",
+    "--secure-grpc-addr",
+    "",
 ];
 
 /// The path of the binary under test.
@@ -76,12 +81,19 @@ impl Wayfinder {
     }
 
     /// `command` (the binary, or a wrapper that execs it) with `discovery`, loopback
-    /// addresses, JSON logs and `args`.
+    /// addresses (the secure port's too, with a self-signed CA in a temporary directory, unless
+    /// `args` name `--secure-grpc-addr`), JSON logs and `args`.
     pub(crate) async fn start_in(mut command: Command, grpc: &str, args: &[&str]) -> Self {
+        let ca_dir = (!args.contains(&"--secure-grpc-addr"))
+            .then(|| tempfile::tempdir().expect("a CA directory"));
+        command.arg("discovery");
+        if let Some(dir) = &ca_dir {
+            let dir = dir.path().to_str().expect("a UTF-8 temporary path");
+            command.args(["--secure-grpc-addr", "127.0.0.1:0", "--ca-dir", dir]);
+        }
         command
-            .arg("discovery")
             .args(["--grpc-addr", grpc])
-            .args(&LOOPBACK[2..])
+            .args(&LOOPBACK[2..6])
             .args([
                 "--log-format",
                 "json",
@@ -89,7 +101,9 @@ impl Wayfinder {
                 "info,wayfinder=debug",
             ])
             .args(args);
-        Self::spawn(command).await
+        let mut w = Self::spawn(command).await;
+        w.ca_dir = ca_dir;
+        w
     }
 
     /// Runs `command`, which must start `wayfinder discovery` with `--log-format json` (perhaps
@@ -110,6 +124,7 @@ impl Wayfinder {
             http: unspecified(),
             monitoring: unspecified(),
             logs: Logs::collect(stderr),
+            ca_dir: None,
         };
         w.grpc = w.bound("grpc").await;
         w.http = w.bound("http").await;
@@ -153,6 +168,19 @@ impl Wayfinder {
             .as_str()
             .and_then(|a| a.parse().ok())
             .expect("a socket address in the listening line")
+    }
+
+    /// The secure port's address (when it is on).
+    pub(crate) async fn secure_grpc(&self) -> SocketAddr {
+        self.bound("secure-grpc").await
+    }
+
+    /// The CA directory the harness gave it (`--ca-dir`): `root-cert.pem` is there.
+    pub(crate) fn ca_dir(&self) -> &std::path::Path {
+        self.ca_dir
+            .as_ref()
+            .expect("a server started with the harness's CA directory")
+            .path()
     }
 
     /// Waits for a log line matching `pred` (logged at any time since start).

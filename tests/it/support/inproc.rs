@@ -11,6 +11,8 @@ use wayfinder_registry::{Registration, Registry};
 /// A running server and the handle of its memory registry.
 pub(crate) struct InProcess {
     pub(crate) server: Running,
+    /// Where its plaintext ADS port listens.
+    pub(crate) grpc: std::net::SocketAddr,
     pub(crate) registry: MemoryHandle,
 }
 
@@ -33,6 +35,7 @@ pub(crate) async fn start_limited(services: Vec<Registration>, limits: Limits) -
     }
     let server = start_configured(vec![Box::new(registry)], limits).await;
     InProcess {
+        grpc: server.grpc_addr.expect("a plaintext ADS port"),
         server,
         registry: handle,
     }
@@ -58,7 +61,8 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         config_sources: Vec::new(),
         settings,
         domain: "cluster.local".into(),
-        grpc_addr: loopback,
+        grpc_addr: Some(loopback),
+        secure: None,
         http_addr: loopback,
         monitoring_addr: loopback,
         ready_requires_healthy: false,
