@@ -78,12 +78,12 @@ pub struct CaConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
     /// A file cannot be read or written.
-    #[error("CA file {}: {source}", path.display())]
+    #[error("CA file {}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (not a `source`: the message holds it already).
+        error: std::io::Error,
     },
     /// A file holds something unusable.
     #[error("CA file {}: {message}", path.display())]
@@ -139,6 +139,8 @@ pub struct MeshCa {
     max_ttl: Duration,
     /// Where it came from, for the start line.
     origin: String,
+    /// Its directory, for errors.
+    dir: PathBuf,
 }
 
 impl std::fmt::Debug for MeshCa {
@@ -281,6 +283,7 @@ impl MeshCa {
             ttl: config.ttl,
             max_ttl: config.max_ttl,
             origin: format!("plug-in CA in {}", dir.display()),
+            dir: dir.clone(),
         })
     }
 
@@ -308,13 +311,14 @@ impl MeshCa {
             ttl: config.ttl,
             max_ttl: config.max_ttl,
             origin: format!("self-signed root {verb} in {}", dir.display()),
+            dir: dir.clone(),
         })
     }
 
     /// Issues a probe certificate and verifies it as the secure port verifies its clients.
     fn check(&self) -> Result<(), CaError> {
         let unusable = |message: String| CaError::Unusable {
-            dir: PathBuf::from(self.origin.rsplit(" in ").next().unwrap_or_default()),
+            dir: self.dir.clone(),
             message,
         };
         let (chain, _, _) = self
@@ -384,7 +388,7 @@ fn serial() -> Result<SerialNumber, rcgen::Error> {
 fn make_root(trust_domain: &str, dir: &Path) -> Result<(), CaError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| CaError::Io { path, source }
+        move |error| CaError::Io { path, error }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let key = CaKey::generate().map_err(|e| CaError::Unusable {
@@ -421,9 +425,9 @@ fn make_root(trust_domain: &str, dir: &Path) -> Result<(), CaError> {
 fn write_private(path: &Path, contents: &str) -> Result<(), CaError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let io = |source| CaError::Io {
+    let io = |error| CaError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let tmp = path.with_extension("pem.tmp");
     let mut file = std::fs::OpenOptions::new()
@@ -439,9 +443,9 @@ fn write_private(path: &Path, contents: &str) -> Result<(), CaError> {
 }
 
 fn read(path: &Path) -> Result<String, CaError> {
-    std::fs::read_to_string(path).map_err(|source| CaError::Io {
+    std::fs::read_to_string(path).map_err(|error| CaError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 

@@ -67,7 +67,10 @@ impl Wayfinder {
     /// [`Wayfinder::start`] as the unprivileged user `nobody` (uid and gid 65534, no
     /// supplementary groups, through util-linux's `setpriv`), for tests that need the file
     /// permissions root ignores.
+    /// The secure port is off: `nobody` cannot write the CA directory the harness makes.
     pub(crate) async fn start_as_nobody(args: &[&str]) -> Self {
+        let mut args = args.to_vec();
+        args.extend(["--secure-grpc-addr", ""]);
         Self::start_under(
             &[
                 "setpriv",
@@ -75,7 +78,7 @@ impl Wayfinder {
                 "--regid=65534",
                 "--clear-groups",
             ],
-            args,
+            &args,
         )
         .await
     }
