@@ -16,6 +16,8 @@
 //! and what the server reads is bounded by the request budget.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,41 +82,65 @@ pub(super) async fn serve(
             // (Nagle): ~40 ms per round trip of the protocol, measured with examples/xds_load.
             let _ = accepted.tcp.set_nodelay(true);
             let (ads, limits, shutdown) = (ads.clone(), limits.clone(), shutdown.clone());
-            let secure = secure.clone();
-            async move {
-                let Accepted { tcp, peer, slot } = accepted;
-                let Some(secure) = secure else {
+            let Accepted { tcp, peer, slot } = accepted;
+            // Each kind of connection is its own boxed task: a TLS connection's state
+            // (rustls' session inline) would otherwise make every plaintext one as large.
+            let task: Pin<Box<dyn Future<Output = ()> + Send>> = match &secure {
+                None => {
                     let routes = Routes { ads, secure: None };
-                    return connection(tcp, peer, slot, routes, limits, shutdown).await;
-                };
-                let handshake = tokio::time::timeout(HANDSHAKE, secure.acceptor.accept(tcp));
-                let tls = tokio::select! {
-                    tls = handshake => tls,
-                    () = shutdown.cancelled() => return,
-                };
-                match tls {
-                    Ok(Ok(tls)) => {
-                        let certificate = tls::peer_certificate(&tls);
-                        let peer_info = SecurePeer {
-                            addr: peer,
-                            certificate,
-                        };
-                        let routes = Routes {
-                            ads,
-                            secure: Some((secure.certificates, peer_info)),
-                        };
-                        connection(tls, peer, slot, routes, limits, shutdown).await;
-                    }
-                    Ok(Err(err)) => {
-                        tracing::info!(%peer, %err, "refusing a secure-port connection: TLS handshake failed");
-                    }
-                    Err(_) => {
-                        tracing::info!(%peer, timeout = ?HANDSHAKE, "refusing a secure-port connection: no TLS handshake in time");
-                    }
+                    Box::pin(connection(tcp, peer, slot, routes, limits, shutdown))
                 }
-            }
+                Some(secure) => Box::pin(secure_connection(
+                    tcp,
+                    peer,
+                    slot,
+                    secure.clone(),
+                    ads,
+                    limits,
+                    shutdown,
+                )),
+            };
+            task
         })
         .await;
+}
+
+/// A secure-port connection: the TLS handshake within [`HANDSHAKE`], then [`connection`] with
+/// the peer's certificate on every request.
+async fn secure_connection(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    slot: Slot,
+    secure: Secure,
+    ads: AdsService,
+    limits: Arc<Limits>,
+    shutdown: CancellationToken,
+) {
+    let handshake = tokio::time::timeout(HANDSHAKE, secure.acceptor.accept(tcp));
+    let tls = tokio::select! {
+        tls = handshake => tls,
+        () = shutdown.cancelled() => return,
+    };
+    match tls {
+        Ok(Ok(tls)) => {
+            let certificate = tls::peer_certificate(&tls);
+            let peer_info = SecurePeer {
+                addr: peer,
+                certificate,
+            };
+            let routes = Routes {
+                ads,
+                secure: Some((secure.certificates, peer_info)),
+            };
+            connection(tls, peer, slot, routes, limits, shutdown).await;
+        }
+        Ok(Err(err)) => {
+            tracing::info!(%peer, %err, "refusing a secure-port connection: TLS handshake failed");
+        }
+        Err(_) => {
+            tracing::info!(%peer, timeout = ?HANDSHAKE, "refusing a secure-port connection: no TLS handshake in time");
+        }
+    }
 }
 
 /// Where a connection's requests go: ADS, and on the secure port the certificate API, each
@@ -124,22 +150,23 @@ struct Routes {
     secure: Option<(CertificateService, SecurePeer)>,
 }
 
+/// A request's answer. Boxed: hyper keeps each stream's service future (or, once it is
+/// done, the response body, in the same slot) for the stream's whole life, so an inline
+/// certificate-API future would make every ADS stream as large.
+type Answer =
+    Pin<Box<dyn Future<Output = Result<http::Response<tonic::body::Body>, Infallible>> + Send>>;
+
 impl Routes {
-    async fn call(
-        &self,
-        mut request: http::Request<tonic::body::Body>,
-    ) -> http::Response<tonic::body::Body> {
+    fn call(&self, mut request: http::Request<tonic::body::Body>) -> Answer {
         if let Some((certificates, peer)) = &self.secure {
             request.extensions_mut().insert(peer.clone());
             if request.uri().path() == crate::ca::PATH {
-                return certificates.call(request).await;
+                let certificates = certificates.clone();
+                return Box::pin(async move { Ok(certificates.call(request).await) });
             }
         }
         let mut ads = self.ads.clone();
-        match ads.call(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        }
+        ads.call(request)
     }
 }
 
@@ -167,8 +194,9 @@ async fn connection<IO>(
             request.extensions_mut().insert(PeerAddr(peer));
             let open = OpenStream::new(streams.clone());
             let routes = routes.clone();
+            let answer = routes.call(request);
             async move {
-                let response = routes.call(request).await;
+                let response = answer.await?;
                 Ok::<_, Infallible>(response.map(|body| tonic::body::Body::new(open.watch(body))))
             }
         })

@@ -320,6 +320,23 @@ impl AdsServer {
         let _ = versions.wait_for(|v| *v >= published).await;
     }
 
+    /// The proxy a node describes, bound to its client certificate's identity on the secure
+    /// port. Not inlined into `run`: a `Proxy` held there would be kept in every stream's
+    /// task for its whole life.
+    fn proxy(
+        &self,
+        node: &crate::xds::pb::core::Node,
+        certificate: Option<&PeerCertificate>,
+    ) -> Result<Arc<Proxy>, StreamError> {
+        let mut proxy = Proxy::from_node(node, &self.inner.domain)?;
+        if let Some(certificate) = certificate {
+            proxy
+                .bind_identity(certificate)
+                .map_err(|e| StreamError::Identity(Box::new(e)))?;
+        }
+        Ok(Arc::new(proxy))
+    }
+
     /// Waits for the new-stream rate limit; `Busy` when the wait would be too long.
     async fn admit(&self) -> Result<(), StreamError> {
         let Some(admission) = &self.inner.admission else {
@@ -350,11 +367,7 @@ impl AdsServer {
         };
         let node = P::node(&first).ok_or(StreamError::NoNode)?;
         peer.node = Some(clip::clip(&node.id, clip::NODE_ID).into_owned());
-        let mut proxy = Proxy::from_node(node, &self.inner.domain)?;
-        if let Some(certificate) = &certificate {
-            proxy.bind_identity(certificate)?;
-        }
-        let proxy = Arc::new(proxy);
+        let proxy = self.proxy(node, certificate.as_deref())?;
         self.ready().await;
         let conn = self.register(proxy.clone(), peer.addr);
         let _guard = Registration {

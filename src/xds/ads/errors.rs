@@ -23,8 +23,9 @@ pub(super) enum StreamError {
     Proxy(#[from] ProxyError),
     #[error("the secure port serves ADS only to clients with a certificate of this mesh")]
     NoCertificate,
+    /// Boxed: every stream's task keeps room for its error.
     #[error(transparent)]
-    Identity(#[from] IdentityError),
+    Identity(Box<IdentityError>),
     #[error(transparent)]
     Request(#[from] RequestError),
     #[error(transparent)]
