@@ -469,11 +469,7 @@ fn replica_name() -> String {
     std::env::var("POD_NAME")
         .ok()
         .filter(|n| !n.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-        })
+        .or_else(crate::net::host_name)
         .unwrap_or_else(|| "wayfinder".to_string())
 }
 

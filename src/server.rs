@@ -133,6 +133,19 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         .transpose()?;
     let http_addr = bound("http", &http)?;
     let monitoring_addr = bound("monitoring", &monitoring)?;
+    // The secure port's TLS before anything starts, so that a failure leaves nothing running.
+    let secure_tls = config
+        .secure
+        .map(|secure| {
+            let certificates = crate::ca::CertificateService::new(
+                secure.ca.clone(),
+                secure.bootstrap_tokens,
+                secure.token_reviewer,
+            );
+            tls::Secure::new(secure.ca, secure.names, certificates)
+        })
+        .transpose()
+        .map_err(ServeError::Tls)?;
     let shutdown = CancellationToken::new();
     // One Prometheus registry for both sides; each registers its own metrics, so the model's
     // side never names an xDS type.
@@ -163,32 +176,17 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         slots.ads = (slots.ads / 2).max(1);
     }
     let mut tasks = JoinSet::new();
-    if let (Some(listener), Some(secure)) = (secure_grpc, config.secure) {
-        let certificates = crate::ca::CertificateService::new(
-            secure.ca.clone(),
-            secure.bootstrap_tokens,
-            secure.token_reviewer,
-        );
-        let tls =
-            tls::Secure::new(secure.ca, secure.names, certificates).map_err(ServeError::Tls)?;
-        tasks.spawn(grpc::serve(
-            listener,
-            ads.service(),
-            config.limits.clone(),
-            slots.ads,
-            shutdown.clone(),
-            Some(tls),
-        ));
-    }
-    if let Some(listener) = grpc {
-        tasks.spawn(grpc::serve(
-            listener,
-            ads.service(),
-            config.limits.clone(),
-            slots.ads,
-            shutdown.clone(),
-            None,
-        ));
+    for (listener, tls) in [(secure_grpc, secure_tls), (grpc, None)] {
+        if let Some(listener) = listener {
+            tasks.spawn(grpc::serve(
+                listener,
+                ads.service(),
+                config.limits.clone(),
+                slots.ads,
+                shutdown.clone(),
+                tls,
+            ));
+        }
     }
     let debug = crate::debug::router(
         model.clone(),

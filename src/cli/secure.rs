@@ -104,11 +104,8 @@ impl SecureArgs {
         if !self.secure_grpc_san.is_empty() {
             return self.secure_grpc_san.clone();
         }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty());
-        host.into_iter()
+        crate::net::host_name()
+            .into_iter()
             .chain(["localhost", "127.0.0.1", "::1", ISTIOD_SAN].map(str::to_string))
             .collect()
     }
