@@ -5,19 +5,25 @@
 //!   hot-restarts it when its certificates or configuration change, restarts it when it
 //!   crashes and drains it on shutdown ([`supervisor`]), and answers the kubelet's probes on
 //!   its status port ([`status`]).
+//! - With `--control-plane-auth-policy MUTUAL_TLS` it obtains the workload's certificate
+//!   from the CA and renews it ([`certificates`]), serves it to Envoy over SDS ([`sds`]), and
+//!   Envoy speaks xDS to the secure port over mutual TLS with it.
 //! - [`capture`] (`wayfinder agent capture`) redirects a network namespace's TCP traffic to
 //!   the sidecar, as Istio's `istio-iptables` does.
 //!
 //! The agent shares no state with the server: it reaches the control plane only through the
-//! Envoy it runs, over xDS, as any proxy does (`tests/it/architecture.rs` checks that it names
-//! none of the server's modules).
+//! Envoy it runs, over xDS, as any proxy does, and the CA over its gRPC API, as istio-agent
+//! does (`tests/it/architecture.rs` checks that it names none of the server's modules; it
+//! names the CA's messages and certificate reader, [`crate::ca`]'s API types).
 
 pub mod args;
 pub mod bootstrap;
 pub mod capture;
+pub mod certificates;
 pub mod health;
 pub mod identity;
 pub mod probe;
+pub mod sds;
 pub mod status;
 pub mod supervisor;
 pub mod watch;
@@ -25,10 +31,11 @@ pub mod watch;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use args::{ProxyArgs, RegistryKind, Role};
+pub use args::{ControlPlaneAuthPolicy, ProxyArgs, RegistryKind, Role};
 
 /// Runs `wayfinder agent proxy` until `stop` resolves, then drains and stops Envoy. Errors
 /// when the identity, bootstrap or probes cannot be made (before Envoy starts) and when Envoy
@@ -52,6 +59,27 @@ pub async fn proxy(args: ProxyArgs, stop: impl Future<Output = ()>) -> anyhow::R
     let readiness = health::readiness_probe(env.get("PROXY_CONFIG").map(String::as_str))?;
     std::fs::create_dir_all(&args.config_path)
         .map_err(|e| anyhow::anyhow!("--config-path {}: {e}", args.config_path.display()))?;
+    let shutdown = CancellationToken::new();
+    let _stop_tasks = shutdown.clone().drop_guard();
+    let ca = match args.identity.control_plane_auth_policy {
+        ControlPlaneAuthPolicy::None => None,
+        ControlPlaneAuthPolicy::MutualTls => {
+            let ids = &args.identity;
+            let client = certificates::CaClient {
+                address: ids
+                    .ca_address
+                    .clone()
+                    .unwrap_or_else(|| args.discovery_address.clone()),
+                root_cert: ids.ca_root_cert.clone(),
+                token_file: ids
+                    .bootstrap_token_file
+                    .clone()
+                    .unwrap_or_else(|| ids.token_file.clone()),
+                ttl: ids.secret_ttl,
+            };
+            Some((client, sds::socket_path()?))
+        }
+    };
     let source = watch::Source {
         identity: identity.clone(),
         cluster: args.service_cluster.clone(),
@@ -61,6 +89,7 @@ pub async fn proxy(args: ProxyArgs, stop: impl Future<Output = ()>) -> anyhow::R
         custom: args.custom_config_file.clone(),
         template: args.template_file.clone(),
         certificates: watch::certificate_files(&args.certs_dir, args.role == Role::Router),
+        sds_socket: ca.as_ref().map(|(_, socket)| socket.clone()),
     };
     let initial = source.desired()?;
     let hot_restart = match supervisor::hot_restart_available(&args.binary_path).await {
@@ -72,10 +101,28 @@ pub async fn proxy(args: ProxyArgs, stop: impl Future<Output = ()>) -> anyhow::R
     };
     tracing::info!(node = %identity.node_id, discovery = %args.discovery_address, "starting the proxy");
 
-    let shutdown = CancellationToken::new();
-    let _stop_tasks = shutdown.clone().drop_guard();
     let (admin_tx, admin_rx) = tokio::sync::watch::channel(None);
     status::serve(args.status_port, admin_rx, probers, shutdown.clone()).await?;
+    // Envoy starts with its certificate: the first one is obtained before, for as long as it
+    // takes, or until the agent is stopped.
+    let mut stop = std::pin::pin!(stop);
+    let mut _sds_socket = None;
+    let control_plane = match ca {
+        None => certificates::ControlPlane::Plain,
+        Some((client, socket)) => {
+            let first = tokio::select! {
+                first = certificates::first(&client) => first,
+                () = &mut stop => return Ok(()),
+            };
+            let (tx, rx) = tokio::sync::watch::channel(Arc::new(first));
+            _sds_socket = Some(sds::serve(&socket, rx.clone(), shutdown.clone())?);
+            tokio::spawn(certificates::renew(client, tx));
+            certificates::ControlPlane::Mutual {
+                root_cert: args.identity.ca_root_cert.clone(),
+                workload: rx,
+            }
+        }
+    };
     let (desired_tx, desired_rx) = tokio::sync::watch::channel(initial);
     tokio::spawn(watch::follow(source, desired_tx, shutdown.clone()));
     let launcher = supervisor::Launcher {
@@ -93,7 +140,12 @@ pub async fn proxy(args: ProxyArgs, stop: impl Future<Output = ()>) -> anyhow::R
     if let Some(probe) = readiness.filter(|_| identity.metadata.contains_key("AUTO_REGISTER_GROUP"))
     {
         let node = health::node(&identity.node_id, &args.service_cluster, &identity.metadata);
-        tokio::spawn(health::report(probe, node, args.discovery_address.clone()));
+        tokio::spawn(health::report(
+            probe,
+            node,
+            args.discovery_address.clone(),
+            control_plane,
+        ));
     }
     supervisor::run(launcher, desired_rx, admin_tx, stop).await?;
     Ok(())

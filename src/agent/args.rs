@@ -171,5 +171,58 @@ pub struct ProxyArgs {
     pub xds_delta: bool,
     #[command(flatten)]
     #[allow(missing_docs)]
+    pub identity: IdentityArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
     pub log: LogArgs,
+}
+
+/// How the proxy talks to the control plane: pilot-agent 1.0's `controlPlaneAuthPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ControlPlaneAuthPolicy {
+    /// Plaintext xDS (the server's `--grpc-addr`, 15010), no workload certificates.
+    None,
+    /// The agent obtains the workload's certificate from the CA, serves it to Envoy over SDS,
+    /// and Envoy speaks xDS over mutual TLS (the server's `--secure-grpc-addr`, 15012).
+    MutualTls,
+}
+
+/// The flags of the workload's identity: where its certificate comes from and how the agent
+/// proves who it is (see [`crate::agent::certificates`]).
+#[derive(Debug, Args)]
+pub struct IdentityArgs {
+    /// `NONE` (plaintext xDS, no certificates) or `MUTUAL_TLS` (certificates from the CA,
+    /// SDS, xDS over mutual TLS to the secure port).
+    #[arg(
+        long = "control-plane-auth-policy",
+        visible_alias = "controlPlaneAuthPolicy",
+        value_enum,
+        default_value = "NONE"
+    )]
+    pub control_plane_auth_policy: ControlPlaneAuthPolicy,
+    /// The CA's address, `HOST:PORT` (Istio's `CA_ADDR`); by default `--discovery-address`.
+    #[arg(long = "ca-address", env = "CA_ADDR")]
+    pub ca_address: Option<String>,
+    /// The root certificate the agent trusts for the CA and the secure port, where Istio
+    /// mounts it.
+    #[arg(
+        long = "ca-root-cert",
+        default_value = "/var/run/secrets/istio/root-cert.pem"
+    )]
+    pub ca_root_cert: PathBuf,
+    /// A Kubernetes service-account token for the CA (a projected token, re-read for every
+    /// request).
+    #[arg(
+        long = "token-file",
+        default_value = "/var/run/secrets/tokens/istio-token"
+    )]
+    pub token_file: PathBuf,
+    /// A VM's bootstrap token (one of the server's `--bootstrap-tokens`), sent instead of
+    /// `--token-file`.
+    #[arg(long = "bootstrap-token-file")]
+    pub bootstrap_token_file: Option<PathBuf>,
+    /// The lifetime asked for the workload's certificate (Istio's `SECRET_TTL`).
+    #[arg(long = "secret-ttl", env = "SECRET_TTL", default_value = "24h", value_parser = parse_duration)]
+    pub secret_ttl: Duration,
 }

@@ -6,6 +6,12 @@
 //! - ADS (`GRPC`, or `DELTA_GRPC` with `--xds-delta`) to `--discovery-address` through a
 //!   static cluster `xds-grpc` (Istio's name) over HTTP/2: `STATIC` for an IP address,
 //!   `STRICT_DNS` for a name;
+//! - with `--control-plane-auth-policy MUTUAL_TLS` ([`Settings::sds_socket`]), Istio's
+//!   `sds-grpc` cluster to the agent's SDS socket ([`super::sds`]), and `xds-grpc` over TLS:
+//!   the workload certificate (`default`) from SDS, the peer validated against `ROOTCA` from
+//!   SDS and its name against the discovery host (a DNS name or an IP address, as in the
+//!   certificate), ALPN `h2`, and SNI for a DNS name. A renewed certificate reaches Envoy
+//!   over SDS, without a restart;
 //! - clusters and listeners from ADS, with no initial fetch timeout (Envoy waits for them);
 //! - Envoy's stats with Istio's default inclusion (every stat; the status port serves them as
 //!   `/stats/prometheus`).
@@ -14,6 +20,7 @@
 //! rendered instead of [`generate`]: see [`render_template`].
 
 use std::net::IpAddr;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -30,6 +37,9 @@ pub struct Settings<'a> {
     pub admin_port: u16,
     /// `--xds-delta`.
     pub delta: bool,
+    /// The agent's SDS socket, when Envoy speaks xDS over mutual TLS with certificates from
+    /// it (`--control-plane-auth-policy MUTUAL_TLS`).
+    pub sds_socket: Option<&'a Path>,
 }
 
 /// A discovery address split into host and port.
@@ -56,6 +66,36 @@ pub fn generate(identity: &Identity, settings: &Settings<'_>) -> anyhow::Result<
         "STRICT_DNS"
     };
     let api_type = if settings.delta { "DELTA_GRPC" } else { "GRPC" };
+    let mut xds = json!({
+        "name": "xds-grpc",
+        "type": cluster_type,
+        "connect_timeout": "1s",
+        "lb_policy": "ROUND_ROBIN",
+        "typed_extension_protocol_options": http2(),
+        "load_assignment": {
+            "cluster_name": "xds-grpc",
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {
+                "socket_address": {"address": host, "port_value": port},
+            }}}]}],
+        },
+    });
+    let mut clusters = Vec::new();
+    if let Some(socket) = settings.sds_socket {
+        xds["transport_socket"] = xds_tls(host);
+        clusters.push(json!({
+            "name": "sds-grpc",
+            "type": "STATIC",
+            "connect_timeout": "1s",
+            "typed_extension_protocol_options": http2(),
+            "load_assignment": {
+                "cluster_name": "sds-grpc",
+                "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {
+                    "pipe": {"path": socket.display().to_string()},
+                }}}]}],
+            },
+        }));
+    }
+    clusters.insert(0, xds);
     let bootstrap = json!({
         "node": {
             "id": identity.node_id,
@@ -75,28 +115,62 @@ pub fn generate(identity: &Identity, settings: &Settings<'_>) -> anyhow::Result<
             "cds_config": {"ads": {}, "initial_fetch_timeout": "0s", "resource_api_version": "V3"},
             "lds_config": {"ads": {}, "initial_fetch_timeout": "0s", "resource_api_version": "V3"},
         },
-        "static_resources": {
-            "clusters": [{
-                "name": "xds-grpc",
-                "type": cluster_type,
-                "connect_timeout": "1s",
-                "lb_policy": "ROUND_ROBIN",
-                "typed_extension_protocol_options": {
-                    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                        "explicit_http_config": {"http2_protocol_options": {}},
-                    },
-                },
-                "load_assignment": {
-                    "cluster_name": "xds-grpc",
-                    "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {
-                        "socket_address": {"address": host, "port_value": port},
-                    }}}]}],
-                },
-            }],
-        },
+        "static_resources": {"clusters": clusters},
     });
     Ok(serde_json::to_string_pretty(&bootstrap)?)
+}
+
+/// HTTP/2 to an upstream, as gRPC needs.
+fn http2() -> Value {
+    json!({
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicit_http_config": {"http2_protocol_options": {}},
+        },
+    })
+}
+
+/// A secret from the agent's SDS server.
+fn sds_secret(name: &str) -> Value {
+    json!({
+        "name": name,
+        "sds_config": {
+            "api_config_source": {
+                "api_type": "GRPC",
+                "transport_api_version": "V3",
+                "set_node_on_first_message_only": true,
+                "grpc_services": [{"envoy_grpc": {"cluster_name": "sds-grpc"}}],
+            },
+            "resource_api_version": "V3",
+        },
+    })
+}
+
+/// `xds-grpc`'s TLS: the workload certificate, and the control plane checked against the
+/// mesh's root and `host`.
+fn xds_tls(host: &str) -> Value {
+    let san_type = if host.parse::<IpAddr>().is_ok() {
+        "IP_ADDRESS"
+    } else {
+        "DNS"
+    };
+    let mut tls = json!({
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        "common_tls_context": {
+            "alpn_protocols": ["h2"],
+            "tls_certificate_sds_secret_configs": [sds_secret("default")],
+            "combined_validation_context": {
+                "default_validation_context": {
+                    "match_typed_subject_alt_names": [{"san_type": san_type, "matcher": {"exact": host}}],
+                },
+                "validation_context_sds_secret_config": sds_secret("ROOTCA"),
+            },
+        },
+    });
+    if san_type == "DNS" {
+        tls["sni"] = host.into();
+    }
+    json!({"name": "envoy.transport_sockets.tls", "typed_config": tls})
 }
 
 /// The names a template may use, each written `{{ .name }}`, with what they stand for.
@@ -181,6 +255,7 @@ mod tests {
             discovery_address: address,
             admin_port: 15000,
             delta,
+            sds_socket: None,
         }
     }
 

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::certificates::ControlPlane;
 use super::probe::{Outcome, Probe};
 use crate::xds::pb::core::Node;
 use crate::xds::pb::discovery::DiscoveryRequest;
@@ -55,10 +56,11 @@ pub fn node(id: &str, cluster: &str, metadata: &Map<String, Value>) -> Node {
     }
 }
 
-/// Probes until the process ends, reporting each change to `discovery` (`HOST:PORT`).
-pub async fn report(probe: Probe, node: Node, discovery: String) {
+/// Probes until the process ends, reporting each change to `discovery` (`HOST:PORT`),
+/// reached as `control_plane` says.
+pub async fn report(probe: Probe, node: Node, discovery: String, control_plane: ControlPlane) {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(send(node, discovery, rx));
+    tokio::spawn(send(node, discovery, control_plane, rx));
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -101,13 +103,18 @@ pub async fn report(probe: Probe, node: Node, discovery: String) {
 
 /// Keeps a stream to the control plane and sends every report on it, the last one again
 /// on every new stream.
-async fn send(node: Node, discovery: String, mut reports: mpsc::UnboundedReceiver<Option<String>>) {
+async fn send(
+    node: Node,
+    discovery: String,
+    control_plane: ControlPlane,
+    mut reports: mpsc::UnboundedReceiver<Option<String>>,
+) {
     let Some(mut last) = reports.recv().await else {
         return;
     };
     let mut pause = Duration::from_secs(1);
     loop {
-        match stream(&node, &discovery, &mut last, &mut reports).await {
+        match stream(&node, &discovery, &control_plane, &mut last, &mut reports).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(discovery = %discovery, error = %e, retry = ?pause, "health stream to the control plane failed");
@@ -122,11 +129,11 @@ async fn send(node: Node, discovery: String, mut reports: mpsc::UnboundedReceive
 async fn stream(
     node: &Node,
     discovery: &str,
+    control_plane: &ControlPlane,
     last: &mut Option<String>,
     reports: &mut mpsc::UnboundedReceiver<Option<String>>,
 ) -> anyhow::Result<()> {
-    let mut client =
-        AggregatedDiscoveryServiceClient::connect(format!("http://{discovery}")).await?;
+    let mut client = AggregatedDiscoveryServiceClient::new(control_plane.connect(discovery).await?);
     let (tx, rx) = mpsc::channel(4);
     let request = |unhealthy: &Option<String>| DiscoveryRequest {
         node: Some(node.clone()),

@@ -55,6 +55,8 @@ pub struct Source {
     pub template: Option<PathBuf>,
     /// Certificate files whose change restarts Envoy.
     pub certificates: Vec<PathBuf>,
+    /// The agent's SDS socket under `--control-plane-auth-policy MUTUAL_TLS`.
+    pub sds_socket: Option<PathBuf>,
 }
 
 impl Source {
@@ -73,6 +75,7 @@ impl Source {
             discovery_address: &self.discovery_address,
             admin_port: self.admin_port,
             delta: self.delta,
+            sds_socket: self.sds_socket.as_deref(),
         };
         let mut hash = Xxh3::new();
         let config = if let Some(custom) = &self.custom {

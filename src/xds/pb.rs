@@ -20,6 +20,7 @@ pub use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3 as p
 pub use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 pub use envoy_types::pb::envoy::extensions::upstreams::http::v3 as upstream_http;
 pub use envoy_types::pb::envoy::service::discovery::v3 as discovery;
+pub use envoy_types::pb::envoy::service::secret::v3 as secret;
 pub use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 pub use envoy_types::pb::envoy::r#type::v3 as types;
 pub use envoy_types::pb::google::protobuf;

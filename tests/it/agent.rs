@@ -5,21 +5,19 @@
 //! that always fails makes the agent give up, and SIGTERM drains and leaves nothing behind.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rustix::process::Signal;
 
 use crate::gateway::{backend_in, entry, gateway, virtual_service};
-use crate::support::agent::{Agent, STATUS, is_envoy, kill};
+use crate::support::agent::{Agent, RequestLoop, STATUS, answers, is_envoy, kill};
 use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::fixtures::write;
 use crate::support::netns::Netns;
 use crate::tools::tools;
 
-const REVIEWS: &str = "reviews.default.svc.cluster.local";
+pub(crate) const REVIEWS: &str = "reviews.default.svc.cluster.local";
 
 /// The environment of the ingress gateway pod `ingress` in `default`.
 const GATEWAY_POD: [(&str, &str); 4] = [
@@ -40,20 +38,26 @@ async fn server(netns: &Netns, empty: &std::path::Path, config: &std::path::Path
     Wayfinder::start_under(&wrapper, &flags.split(' ').collect::<Vec<_>>()).await
 }
 
-/// GETs `http://ADDR/` with `Host: host` from inside the namespace's thread runtime.
-async fn get_host(
-    client: &reqwest::Client,
-    addr: SocketAddr,
-    host: &str,
-) -> Result<(u16, String), String> {
-    let response = client
-        .get(format!("http://{addr}/"))
-        .header("host", host)
-        .send()
-        .await
-        .map_err(|e| format!("{e:?}"))?;
-    let status = response.status().as_u16();
-    Ok((status, response.text().await.map_err(|e| e.to_string())?))
+/// A backend answering `v1` in `netns`, and in `config` a gateway on port 8080 that routes
+/// to it as `reviews`.
+pub(crate) async fn gateway_to_reviews(
+    netns: &Netns,
+    tools: &crate::tools::Tools,
+    config: &std::path::Path,
+) -> tokio::process::Child {
+    let (backend, port) = backend_in(netns.command(&tools.python), tools, "v1", &[]).await;
+    write(config, "entry.yaml", &entry(REVIEWS, &[(port, "v1")]));
+    write(config, "gateway.yaml", &gateway(8080));
+    write(
+        config,
+        "vs.yaml",
+        &virtual_service(
+            "reviews",
+            REVIEWS,
+            &format!("  - route: [{{destination: {{host: {REVIEWS}}}}}]\n"),
+        ),
+    );
+    backend
 }
 
 #[tokio::test]
@@ -70,18 +74,7 @@ async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_
     for d in [&config, &empty, &certs] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let (_backend, port) = backend_in(netns.command(&tools.python), &tools, "v1", &[]).await;
-    write(&config, "entry.yaml", &entry(REVIEWS, &[(port, "v1")]));
-    write(&config, "gateway.yaml", &gateway(8080));
-    write(
-        &config,
-        "vs.yaml",
-        &virtual_service(
-            "reviews",
-            REVIEWS,
-            &format!("  - route: [{{destination: {{host: {REVIEWS}}}}}]\n"),
-        ),
-    );
+    let _backend = gateway_to_reviews(&netns, &tools, &config).await;
     let w = server(&netns, &empty, &config).await;
 
     let envoy = tools.envoy.display().to_string();
@@ -126,38 +119,10 @@ async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_
 
     // Traffic through the gateway's listener reaches the backend.
     let listener: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-    eventually(
-        "a request through the gateway to reach the backend",
-        || async {
-            let answer = netns
-                .block_on(move || async move {
-                    let client = reqwest::Client::builder().no_proxy().build().unwrap();
-                    get_host(&client, listener, REVIEWS).await
-                })
-                .await;
-            (answer == Ok((200, "v1".to_string()))).then_some(())
-        },
-    )
-    .await;
+    answers(&netns, listener, REVIEWS, "v1").await;
 
     // A request loop runs through the hot restart.
-    let stop = Arc::new(AtomicBool::new(false));
-    let stopped = stop.clone();
-    let requests = netns.spawn_async(move || async move {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap();
-        let (mut ok, mut failed) = (0u64, Vec::new());
-        while !stopped.load(Ordering::Relaxed) {
-            match get_host(&client, listener, REVIEWS).await {
-                Ok((200, body)) if body == "v1" => ok += 1,
-                other => failed.push(format!("{other:?}")),
-            }
-        }
-        (ok, failed)
-    });
+    let requests = RequestLoop::start(&netns, listener, REVIEWS, "v1");
 
     // A certificate change: epoch 1 starts, takes over, and epoch 0 exits by itself.
     write(&certs, "cert-chain.pem", "a certificate\n");
@@ -176,8 +141,7 @@ async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_
         !agent.config_path.join("envoy-rev0.json").exists(),
         "epoch 0's file stays"
     );
-    stop.store(true, Ordering::Relaxed);
-    let (ok, failed) = requests.await.unwrap();
+    let (ok, failed) = requests.stop().await;
     eprintln!(
         "agent: {ok} requests through the hot restart, {} failed",
         failed.len()

@@ -73,6 +73,7 @@ mod kubernetes;
 mod limits;
 mod logging;
 mod memory;
+mod mesh_identity;
 mod push_budget;
 mod secure;
 mod support;

@@ -153,3 +153,83 @@ impl Agent {
         self.child.wait().await.expect("wait for the agent")
     }
 }
+
+/// GETs `http://ADDR/` with `Host: host`: status and body, or the error.
+pub(crate) async fn get_host(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    host: &str,
+) -> Result<(u16, String), String> {
+    let response = client
+        .get(format!("http://{addr}/"))
+        .header("host", host)
+        .send()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(|e| e.to_string())?))
+}
+
+/// Waits until `http://ADDR/` with `Host: host`, from inside `netns`, answers 200 and `body`.
+pub(crate) async fn answers(
+    netns: &Netns,
+    addr: std::net::SocketAddr,
+    host: &'static str,
+    body: &str,
+) {
+    eventually(&format!("{host} at {addr} to answer {body:?}"), || async {
+        let answer = netns
+            .block_on(move || async move {
+                let client = reqwest::Client::builder()
+                    .no_proxy()
+                    .build()
+                    .expect("a client");
+                get_host(&client, addr, host).await
+            })
+            .await;
+        (answer == Ok((200, body.to_string()))).then_some(())
+    })
+    .await;
+}
+
+/// Requests in a loop from inside a namespace, each expecting 200 and `body`, until
+/// [`RequestLoop::stop`].
+pub(crate) struct RequestLoop {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: tokio::sync::oneshot::Receiver<(u64, Vec<String>)>,
+}
+
+impl RequestLoop {
+    /// Starts GETting `http://ADDR/` with `Host: host` in `netns`.
+    pub(crate) fn start(
+        netns: &Netns,
+        addr: std::net::SocketAddr,
+        host: &'static str,
+        body: &'static str,
+    ) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let done = netns.spawn_async(move || async move {
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .timeout(std::time::Duration::from_secs(10))
+                .build()
+                .expect("a client");
+            let (mut ok, mut failed) = (0u64, Vec::new());
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                match get_host(&client, addr, host).await {
+                    Ok((200, answer)) if answer == body => ok += 1,
+                    other => failed.push(format!("{other:?}")),
+                }
+            }
+            (ok, failed)
+        });
+        Self { stop, done }
+    }
+
+    /// Stops the loop: the requests answered as expected, and the others' answers.
+    pub(crate) async fn stop(self) -> (u64, Vec<String>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.done.await.expect("the request loop ended")
+    }
+}

@@ -53,8 +53,12 @@ impl Logs {
                 return found;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let logs = self.lines.lock().unwrap();
-                let tail: Vec<String> = logs.iter().rev().take(20).map(|l| l.to_string()).collect();
+                // The guard is dropped before the panic: a poisoned lock would make the
+                // destructors that read the logs (an agent's) panic again and abort.
+                let tail: Vec<String> = {
+                    let logs = self.lines.lock().unwrap();
+                    logs.iter().rev().take(20).map(|l| l.to_string()).collect()
+                };
                 panic!(
                     "no {n} log lines for {what} within {DEADLINE:?}; last lines:\n{}",
                     tail.join("\n")
