@@ -298,6 +298,57 @@ mod tests {
     }
 
     #[test]
+    fn mutual_tls_gives_sds_and_an_xds_cluster_that_checks_the_discovery_host() {
+        let socket = Path::new("/pod/var/run/secrets/workload-spiffe-uds/socket");
+        for (address, san_type, sni) in [
+            ("127.0.0.1:15012", "IP_ADDRESS", Value::Null),
+            (
+                "istiod.istio-system.svc:15012",
+                "DNS",
+                "istiod.istio-system.svc".into(),
+            ),
+        ] {
+            let mut s = settings(address, false);
+            s.sds_socket = Some(socket);
+            let b: Value = serde_json::from_str(&generate(&identity(), &s).unwrap()).unwrap();
+            let clusters = &b["static_resources"]["clusters"];
+            assert_eq!(clusters[1]["name"], "sds-grpc");
+            assert_eq!(
+                clusters[1]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+                    ["pipe"]["path"],
+                socket.display().to_string()
+            );
+            let tls = &clusters[0]["transport_socket"]["typed_config"];
+            assert_eq!(tls["sni"], sni);
+            let common = &tls["common_tls_context"];
+            assert_eq!(
+                common["tls_certificate_sds_secret_configs"][0]["name"],
+                "default"
+            );
+            let validation = &common["combined_validation_context"];
+            assert_eq!(
+                validation["validation_context_sds_secret_config"]["name"],
+                "ROOTCA"
+            );
+            let san = &validation["default_validation_context"]["match_typed_subject_alt_names"][0];
+            assert_eq!(san["san_type"], san_type);
+            assert_eq!(san["matcher"]["exact"], address.rsplit_once(':').unwrap().0);
+        }
+        let plain: Value = serde_json::from_str(
+            &generate(&identity(), &settings("127.0.0.1:15010", false)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            plain["static_resources"]["clusters"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(plain["static_resources"]["clusters"][0]["transport_socket"].is_null());
+    }
+
+    #[test]
     fn templates_render_known_names_and_refuse_others_with_their_line() {
         let s = settings("127.0.0.1:15010", false);
         let text = "{\"id\": \"{{ .nodeID }}\",\n \"meta\": {{.meta_json_str}}, \"p\": {{ .discovery_port }}}";
