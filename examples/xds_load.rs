@@ -74,7 +74,9 @@
 //! initial phase after connecting, and per change), `--settle S` (2 s before memory
 //! readings; the issue 13 runs use 5), `--leave-settle S` (5 s after the last client left,
 //! before the last reading), `--binary PATH` (`target/release/wayfinder`), `--json PATH` (also write the figures as one
-//! JSON object); anything after `--` goes to `wayfinder discovery` (e.g. `--debounce-after 10ms`).
+//! JSON object), `--secure` (the clients connect to the secure port over mutual TLS, each with
+//! its namespace's certificate, got from the server's CA with a bootstrap token before the
+//! load starts); anything after `--` goes to `wayfinder discovery` (e.g. `--debounce-after 10ms`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -101,6 +103,8 @@ mod mesh;
 mod phases;
 #[path = "xds_load/report.rs"]
 mod report;
+#[path = "xds_load/secure.rs"]
+mod secure;
 #[path = "xds_load/sotw.rs"]
 mod sotw;
 #[path = "xds_load/stream.rs"]
@@ -131,6 +135,9 @@ async fn main() {
         flags.push(dir.path().display().to_string());
     }
     flags.extend(args.extra.iter().cloned());
+    let secure_dir = args
+        .secure
+        .then(|| secure::flags(&mut flags, args.namespaces));
     let (mut child, pid, logs) = load::spawn(&args.binary, &flags);
     let (_, line) = logs
         .wait(0, |l| {
@@ -155,7 +162,11 @@ async fn main() {
         .await;
     tokio::time::sleep(args.settle).await;
 
-    let (fleet, events) = Fleet::new(args.clone(), addr);
+    let (addr, tls) = match &secure_dir {
+        None => (addr, Vec::new()),
+        Some(dir) => secure::identities(&logs, dir.path(), args.namespaces).await,
+    };
+    let (fleet, events) = Fleet::new(args.clone(), addr, tls);
     let mut collector = Collector::new(events);
     let mut phases = Vec::new();
     let before = Sample::take(&fleet, pid);

@@ -73,12 +73,19 @@ pub(crate) fn spawn_at(binary: &str, level: &str, args: &[String]) -> (Child, u3
 }
 
 /// `discovery` on loopback ports with JSON logs at `level`, then `args`. The load is on the
-/// plaintext port; the secure port (and its CA) is off.
+/// plaintext port; the secure port (and its CA) is off unless `args` name
+/// `--secure-grpc-addr`.
 pub(crate) fn server_flags(level: &str, args: &[String]) -> Vec<String> {
+    let secure_off = ["--secure-grpc-addr", ""];
+    let secure_off = if args.iter().any(|a| a == "--secure-grpc-addr") {
+        &secure_off[..0]
+    } else {
+        &secure_off[..]
+    };
     let mut flags: Vec<String> = ["discovery", "--grpc-addr", "127.0.0.1:0", "--http-addr"]
         .into_iter()
         .chain(["127.0.0.1:0", "--monitoring-addr", "127.0.0.1:0"])
-        .chain(["--secure-grpc-addr", ""])
+        .chain(secure_off.iter().copied())
         .chain(["--log-format", "json", "--log-level", level])
         .map(String::from)
         .collect();

@@ -44,6 +44,8 @@ pub(crate) struct Args {
     pub(crate) binary: String,
     pub(crate) json: Option<String>,
     pub(crate) extra: Vec<String>,
+    /// `--secure`: the clients connect to the secure port over mutual TLS.
+    pub(crate) secure: bool,
 }
 
 impl Protocol {
@@ -86,9 +88,14 @@ pub(crate) fn parse() -> Args {
         binary: "target/release/wayfinder".into(),
         json: None,
         extra: Vec::new(),
+        secure: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--secure" {
+            a.secure = true;
+            continue;
+        }
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         let number = |v: String| -> f64 {
             v.parse()

@@ -25,7 +25,7 @@ use crate::wire::{self, DeltaResponse as DeltaDiscoveryResponse};
 
 /// Connects client `id` and runs its stream.
 pub(crate) async fn run(fleet: &Arc<Fleet>, id: usize, started: Instant) -> Result<(), String> {
-    let channel = fleet.connect().await?;
+    let channel = fleet.connect(id).await?;
     let mut m = Delta::new(fleet.clone(), id);
     let (tx, rx) = mpsc::channel(16);
     for req in m.start() {

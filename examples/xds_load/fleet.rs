@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::wire::{Names, SotwResponse};
 use wayfinder::xds::TypeUrl;
@@ -58,6 +58,8 @@ pub(crate) struct Counters {
 pub(crate) struct Fleet {
     pub(crate) args: Args,
     pub(crate) addr: SocketAddr,
+    /// With `--secure`: each client namespace's TLS (its certificate), by namespace index.
+    tls: Vec<ClientTlsConfig>,
     pub(crate) cancel: CancellationToken,
     /// Per type, in `TypeUrl::PUSH_ORDER`.
     pub(crate) counters: [Counters; 4],
@@ -70,11 +72,16 @@ pub(crate) struct Fleet {
 }
 
 impl Fleet {
-    pub(crate) fn new(args: Args, addr: SocketAddr) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
+    pub(crate) fn new(
+        args: Args,
+        addr: SocketAddr,
+        tls: Vec<ClientTlsConfig>,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
         let (events, rx) = mpsc::unbounded_channel();
         let fleet = Self {
             args,
             addr,
+            tls,
             cancel: CancellationToken::new(),
             counters: Default::default(),
             pending: RwLock::default(),
@@ -110,11 +117,18 @@ impl Fleet {
         });
     }
 
-    /// A client's connection.
-    pub(crate) async fn connect(&self) -> Result<Channel, String> {
-        Endpoint::from_shared(format!("http://{}", self.addr))
+    /// Client `id`'s connection: plaintext, or with `--secure` mutual TLS with its
+    /// namespace's certificate.
+    pub(crate) async fn connect(&self, id: usize) -> Result<Channel, String> {
+        let scheme = if self.tls.is_empty() { "http" } else { "https" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{}", self.addr))
             .map_err(|e| e.to_string())?
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(10));
+        if !self.tls.is_empty() {
+            let tls = self.tls[id % self.tls.len()].clone();
+            endpoint = endpoint.tls_config(tls).map_err(|e| e.to_string())?;
+        }
+        endpoint
             .connect()
             .await
             .map_err(|e| format!("connect: {e}"))

@@ -81,7 +81,7 @@ impl Report<'_> {
         json!({
             "config": {
                 "services": a.services, "endpoints": a.endpoints, "per_file": a.per_file,
-                "clients": a.clients, "protocol": a.protocol.as_str(), "kind": a.kind.as_str(),
+                "clients": a.clients, "protocol": a.protocol.as_str(), "kind": a.kind.as_str(), "secure": a.secure,
                 "grpc_targets": a.grpc_targets, "changes": a.changes, "rate": a.rate,
                 "connect_rate": a.connect_rate, "extra_clients": a.extra_clients,
                 "server_flags": a.extra,
@@ -139,7 +139,7 @@ impl Report<'_> {
         let j = self.json();
         let a = self.args;
         println!(
-            "xds_load: {} services x {} endpoints ({} per file), {} {} clients over {} ADS, \
+            "xds_load: {} services x {} endpoints ({} per file), {} {} clients over {} ADS{}, \
              {} changes {}",
             a.services,
             a.endpoints,
@@ -147,6 +147,7 @@ impl Report<'_> {
             a.clients,
             a.kind.as_str(),
             a.protocol.as_str(),
+            if a.secure { " (mutual TLS)" } else { "" },
             a.changes,
             a.rate
                 .map_or("one at a time".to_string(), |r| format!("at {r}/s")),
