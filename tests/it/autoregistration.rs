@@ -1,7 +1,10 @@
 //! VMs that register themselves: an agent whose proxy's metadata names a WorkloadGroup
 //! becomes a workload entry of the `AutoRegistration` registry, selected by a ServiceEntry
 //! and reached through a gateway; when it stops, the entry goes after the grace period and
-//! not before. Real Envoy 1.40 under the real agent, in a network namespace of its own.
+//! not before. The VM's agent gets its certificate with a bootstrap token and speaks to the
+//! secure port (its Envoy's xDS and its own health reports), as Istio's VMs do; the gateway
+//! uses the plaintext port. Real Envoy 1.40 under the real agent, in a network namespace of
+//! its own.
 
 use std::net::SocketAddr;
 
@@ -158,9 +161,13 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
     let wrapper = netns.wrapper();
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let (e, c) = (empty.display(), config.display());
+    // The VM's bootstrap token, as an operator hands one to a VM.
+    write(dir.path(), "tokens", "vm-bootstrap-token-01 default vm\n");
+    write(dir.path(), "token", "vm-bootstrap-token-01\n");
+    let tokens = dir.path().join("tokens").display().to_string();
     let flags = format!(
         "--registries=File --file-registry={e} --config-dir={c} --debounce-after=10ms \
-         --workload-entry-grace-period=3s"
+         --workload-entry-grace-period=3s --bootstrap-tokens={tokens}"
     );
     let w = Wayfinder::start_under(&wrapper, &flags.split_whitespace().collect::<Vec<_>>()).await;
     let envoy = tools.envoy.display().to_string();
@@ -195,9 +202,14 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
         "no VM before its agent runs"
     );
 
-    // The VM's agent: its own ports, beside the gateway's.
+    // The VM's agent, as Istio's VM instructions run it: its own ports, beside the
+    // gateway's, a certificate got with its bootstrap token, and both its Envoy's xDS and its
+    // own health stream over mutual TLS to the secure port.
     let vm_dir = dir.path().join("vm");
     std::fs::create_dir_all(&vm_dir).unwrap();
+    let secure = w.secure_grpc().await.to_string();
+    let root = w.ca_dir().join("root-cert.pem").display().to_string();
+    let token = dir.path().join("token").display().to_string();
     let mut vm = Agent::start_at(
         &netns,
         &vm_dir,
@@ -207,7 +219,13 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
             "--binary-path",
             &envoy,
             "--discovery-address",
-            &discovery,
+            &secure,
+            "--control-plane-auth-policy",
+            "MUTUAL_TLS",
+            "--ca-root-cert",
+            &root,
+            "--bootstrap-token-file",
+            &token,
             "--certs-dir",
             "certs",
             "--service-registry",
@@ -237,6 +255,22 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
     .await;
     let (address, labels, _) = &registered[0];
     assert_eq!(address, "127.0.0.1");
+    let (_, syncz) = netns.get(w.http, "/debug/syncz").await;
+    let syncz: Value = serde_json::from_str(&syncz).unwrap();
+    let vm_conn = syncz
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["proxy"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("sidecar~"))
+        })
+        .unwrap_or_else(|| panic!("the VM in /debug/syncz: {syncz}"));
+    assert_eq!(
+        vm_conn["identity"],
+        "spiffe://cluster.local/ns/default/sa/vm"
+    );
     assert_eq!(labels["app"], "vm");
     assert_eq!(
         labels["version"], "v1",
