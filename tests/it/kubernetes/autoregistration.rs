@@ -1,7 +1,10 @@
 //! Auto-registration with `--config-source k8s`: a VM's agent connects, and its entry is a
 //! `WorkloadEntry` object in the (fake) API server, annotated as istiod annotates it and with
 //! its health as a condition, read back like any other entry; when the agent stops, the object
-//! is marked disconnected and deleted after the grace period. The API server, wayfinder and
+//! is marked disconnected and deleted after the grace period. The VM proves who it is as
+//! Istio's VM onboarding has it: a service-account token in `istio-token` (`--token-file`),
+//! which the server checks with the API server's TokenReview before it issues the VM's
+//! certificate; Envoy then speaks to the secure port with it. The API server, wayfinder and
 //! the agent with real Envoy share a network namespace of the test's own.
 
 use serde_json::{Value, json};
@@ -60,7 +63,12 @@ async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
     )
     .await;
     let envoy = tools.envoy.display().to_string();
-    let discovery = w.grpc.to_string();
+    // The VM's service-account token, as `istioctl x workload entry configure` writes it.
+    fake.add_token("vm-service-account-token", "default", "vm", &["istio-ca"]);
+    std::fs::write(dir.path().join("istio-token"), "vm-service-account-token\n").unwrap();
+    let token = dir.path().join("istio-token").display().to_string();
+    let secure = w.secure_grpc().await.to_string();
+    let root = w.ca_dir().join("root-cert.pem").display().to_string();
     let mut vm = Agent::start(
         &netns,
         dir.path(),
@@ -69,7 +77,13 @@ async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
             "--binary-path",
             &envoy,
             "--discovery-address",
-            &discovery,
+            &secure,
+            "--control-plane-auth-policy",
+            "MUTUAL_TLS",
+            "--ca-root-cert",
+            &root,
+            "--token-file",
+            &token,
             "--certs-dir",
             "certs",
             "--service-registry",
@@ -86,6 +100,15 @@ async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
     )
     .await;
     vm.ready(&netns).await;
+    assert!(
+        fake.counts().token_reviews >= 1,
+        "the token was never reviewed"
+    );
+    let (_, syncz) = netns.get(w.http, "/debug/syncz").await;
+    assert!(
+        syncz.contains("\"identity\":\"spiffe://cluster.local/ns/default/sa/vm\""),
+        "{syncz}"
+    );
 
     // The object, as istiod writes it.
     let get = || fake.get(WE, "WorkloadEntry", Some("default"), "vm-127-0-0-1");
