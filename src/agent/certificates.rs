@@ -306,6 +306,26 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn without_a_token_or_a_certificate_the_agent_does_not_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = CaClient {
+            // Nothing listens there: the request must end before connecting.
+            address: "127.0.0.1:1".into(),
+            root_cert: dir.path().join("root-cert.pem"),
+            token_file: dir.path().join("istio-token"),
+            ttl: Duration::from_secs(60),
+        };
+        let err = client.fetch(None, 1).await.unwrap_err().to_string();
+        assert!(
+            err.starts_with("no token at ") && err.contains("istio-token"),
+            "{err}"
+        );
+        std::fs::write(&client.token_file, "a-token\n").unwrap();
+        let err = client.fetch(None, 1).await.unwrap_err().to_string();
+        assert!(err.contains("--ca-root-cert"), "{err}");
+    }
+
     #[test]
     fn an_answer_without_a_certificate_is_refused() {
         let err = workload(&[], String::new(), 1).unwrap_err().to_string();
