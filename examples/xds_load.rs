@@ -117,6 +117,20 @@ use mesh::Mesh;
 use phases::Collector;
 use report::{Idle, Report, Sample};
 
+/// The address the server's `listener` ("grpc", "secure-grpc", "monitoring") listens on, from
+/// its log.
+pub(crate) async fn listening(logs: &load::Logs, listener: &str) -> SocketAddr {
+    let (_, line) = logs
+        .wait(0, |l| {
+            l["message"] == "listening" && l["listener"] == listener
+        })
+        .await;
+    line["address"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("the {listener} address in {line}"))
+}
+
 #[tokio::main]
 async fn main() {
     let args = args::parse();
@@ -139,24 +153,8 @@ async fn main() {
         .secure
         .then(|| secure::flags(&mut flags, args.namespaces));
     let (mut child, pid, logs) = load::spawn(&args.binary, &flags);
-    let (_, line) = logs
-        .wait(0, |l| {
-            l["message"] == "listening" && l["listener"] == "grpc"
-        })
-        .await;
-    let addr: SocketAddr = line["address"]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .expect("the gRPC address");
-    let (_, line) = logs
-        .wait(0, |l| {
-            l["message"] == "listening" && l["listener"] == "monitoring"
-        })
-        .await;
-    let monitoring: SocketAddr = line["address"]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .expect("the monitoring address");
+    let addr = listening(&logs, "grpc").await;
+    let monitoring = listening(&logs, "monitoring").await;
     let (synced, _) = logs
         .wait(0, |l| l["message"] == "sources synced; serving")
         .await;

@@ -52,15 +52,7 @@ pub(crate) async fn identities(
     dir: &Path,
     namespaces: usize,
 ) -> (SocketAddr, Vec<ClientTlsConfig>) {
-    let (_, line) = logs
-        .wait(0, |l| {
-            l["message"] == "listening" && l["listener"] == "secure-grpc"
-        })
-        .await;
-    let addr: SocketAddr = line["address"]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .expect("the secure port's address");
+    let addr = crate::listening(logs, "secure-grpc").await;
     let root_cert = dir.join("ca").join("root-cert.pem");
     let root = std::fs::read_to_string(&root_cert).expect("the CA's root");
     let mut tls = Vec::new();
@@ -71,7 +63,7 @@ pub(crate) async fn identities(
             token_file: dir.join(format!("token-{i}")),
             ttl: Duration::from_secs(24 * 3600),
         };
-        let workload = client.fetch(None, 1).await.expect("a certificate");
+        let workload = client.fetch(None).await.expect("a certificate");
         tls.push(
             ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(&root))

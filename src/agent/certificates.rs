@@ -155,7 +155,7 @@ impl CaClient {
 
     /// Makes a key and a CSR and asks the CA for its certificate, authenticated by `current`
     /// and the token.
-    pub async fn fetch(&self, current: Option<&Workload>, serial: u64) -> anyhow::Result<Workload> {
+    pub async fn fetch(&self, current: Option<&Workload>) -> anyhow::Result<Workload> {
         let token = self.token()?;
         if token.is_none() && current.is_none() {
             anyhow::bail!(
@@ -190,7 +190,11 @@ impl CaClient {
             })?
             .into_inner()
             .cert_chain;
-        workload(&chain, key.serialize_pem(), serial)
+        workload(
+            &chain,
+            key.serialize_pem(),
+            current.map_or(1, |w| w.serial + 1),
+        )
     }
 }
 
@@ -237,58 +241,43 @@ fn renewal_fraction() -> f64 {
 
 /// Obtains the first certificate, retrying until it succeeds, and returns it.
 pub async fn first(client: &CaClient) -> Workload {
-    let mut pause = FIRST_RETRY;
-    loop {
-        match client.fetch(None, 1).await {
-            Ok(workload) => {
-                log_obtained(&workload);
-                return workload;
-            }
-            Err(e) => {
-                tracing::warn!(ca = %client.address, error = %format!("{e:#}"), retry = ?pause, "could not obtain the workload certificate");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(MAX_RETRY);
-            }
-        }
-    }
-}
-
-fn log_obtained(workload: &Workload) {
-    let identity = workload
-        .leaf
-        .identities
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    tracing::info!(identity = %identity, expiry = %workload.leaf.expiry(), serial = workload.serial, "obtained the workload certificate");
+    obtain(client, None).await
 }
 
 /// Renews the certificate in `current` for as long as the agent runs.
 pub async fn renew(client: CaClient, current: watch::Sender<Arc<Workload>>) {
     loop {
-        let (at, serial) = {
-            let workload = current.borrow();
-            (workload.renew_at(renewal_fraction()), workload.serial + 1)
-        };
-        let wait = at
-            .duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO);
-        tokio::time::sleep(wait).await;
-        let mut pause = FIRST_RETRY;
-        loop {
-            let held = current.borrow().clone();
-            match client.fetch(Some(&held), serial).await {
-                Ok(workload) => {
-                    log_obtained(&workload);
-                    current.send_replace(Arc::new(workload));
-                    break;
+        let at = current.borrow().renew_at(renewal_fraction());
+        tokio::time::sleep(at.duration_since(SystemTime::now()).unwrap_or_default()).await;
+        let held = current.borrow().clone();
+        current.send_replace(Arc::new(obtain(&client, Some(&held)).await));
+    }
+}
+
+/// A certificate after `current` (the first if none), asked for until the CA gives one: a
+/// failure is logged and retried after [`FIRST_RETRY`], doubling to [`MAX_RETRY`].
+async fn obtain(client: &CaClient, current: Option<&Workload>) -> Workload {
+    let mut pause = FIRST_RETRY;
+    loop {
+        match client.fetch(current).await {
+            Ok(workload) => {
+                let identity = workload.leaf.identities.iter().map(ToString::to_string);
+                let identity = identity.collect::<Vec<_>>().join(",");
+                tracing::info!(identity = %identity, expiry = %workload.leaf.expiry(), serial = workload.serial, "obtained the workload certificate");
+                return workload;
+            }
+            Err(e) => {
+                let error = format!("{e:#}");
+                match current {
+                    None => {
+                        tracing::warn!(ca = %client.address, error = %error, retry = ?pause, "could not obtain the workload certificate");
+                    }
+                    Some(held) => {
+                        tracing::warn!(ca = %client.address, error = %error, retry = ?pause, expiry = %held.leaf.expiry(), "could not renew the workload certificate");
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(ca = %client.address, error = %format!("{e:#}"), retry = ?pause, expiry = %held.leaf.expiry(), "could not renew the workload certificate");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_RETRY);
-                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_RETRY);
             }
         }
     }
@@ -316,13 +305,13 @@ mod tests {
             token_file: dir.path().join("istio-token"),
             ttl: Duration::from_secs(60),
         };
-        let err = client.fetch(None, 1).await.unwrap_err().to_string();
+        let err = client.fetch(None).await.unwrap_err().to_string();
         assert!(
             err.starts_with("no token at ") && err.contains("istio-token"),
             "{err}"
         );
         std::fs::write(&client.token_file, "a-token\n").unwrap();
-        let err = client.fetch(None, 1).await.unwrap_err().to_string();
+        let err = client.fetch(None).await.unwrap_err().to_string();
         assert!(err.contains("--ca-root-cert"), "{err}");
     }
 

@@ -27,15 +27,22 @@ const GATEWAY_POD: [(&str, &str); 4] = [
     ("ISTIO_METAJSON_LABELS", r#"{"istio": "ingressgateway"}"#),
 ];
 
-/// `wayfinder discovery` in `netns` with the File registry over an empty directory and the
-/// configuration in `config`.
-async fn server(netns: &Netns, empty: &std::path::Path, config: &std::path::Path) -> Wayfinder {
+/// `wayfinder discovery` in `netns` with the File registry over an empty directory, the
+/// configuration in `config`, and `extra` flags.
+pub(crate) async fn server(
+    netns: &Netns,
+    empty: &std::path::Path,
+    config: &std::path::Path,
+    extra: &[&str],
+) -> Wayfinder {
     let wrapper = netns.wrapper();
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let (e, c) = (empty.display(), config.display());
     let flags =
         format!("--registries=File --file-registry={e} --config-dir={c} --debounce-after=10ms");
-    Wayfinder::start_under(&wrapper, &flags.split(' ').collect::<Vec<_>>()).await
+    let mut flags: Vec<&str> = flags.split(' ').collect();
+    flags.extend_from_slice(extra);
+    Wayfinder::start_under(&wrapper, &flags).await
 }
 
 /// A backend answering `v1` in `netns`, and in `config` a gateway on port 8080 that routes
@@ -75,7 +82,7 @@ async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_
         std::fs::create_dir_all(d).unwrap();
     }
     let _backend = gateway_to_reviews(&netns, &tools, &config).await;
-    let w = server(&netns, &empty, &config).await;
+    let w = server(&netns, &empty, &config, &[]).await;
 
     let envoy = tools.envoy.display().to_string();
     let discovery = w.grpc.to_string();
@@ -177,7 +184,7 @@ async fn a_killed_envoy_over_delta_xds_is_started_again_from_epoch_0_after_a_bac
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let w = server(&netns, &empty, &empty).await;
+    let w = server(&netns, &empty, &empty, &[]).await;
     let envoy = tools.envoy.display().to_string();
     let discovery = w.grpc.to_string();
     let certs = dir.path().join("certs").display().to_string();

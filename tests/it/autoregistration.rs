@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use serde_json::Value;
 
 use crate::gateway::{backend_in, gateway, virtual_service};
-use crate::support::agent::Agent;
+use crate::support::agent::{Agent, mutual_tls, syncz_connection};
 use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::fixtures::write;
@@ -207,25 +207,11 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
     // own health stream over mutual TLS to the secure port.
     let vm_dir = dir.path().join("vm");
     std::fs::create_dir_all(&vm_dir).unwrap();
-    let secure = w.secure_grpc().await.to_string();
-    let root = w.ca_dir().join("root-cert.pem").display().to_string();
-    let token = dir.path().join("token").display().to_string();
-    let mut vm = Agent::start_at(
-        &netns,
-        &vm_dir,
-        "sidecar",
-        "127.0.0.1:15120",
-        &[
+    let mut args = mutual_tls(&w, "--bootstrap-token-file", &dir.path().join("token")).await;
+    args.extend(
+        [
             "--binary-path",
             &envoy,
-            "--discovery-address",
-            &secure,
-            "--control-plane-auth-policy",
-            "MUTUAL_TLS",
-            "--ca-root-cert",
-            &root,
-            "--bootstrap-token-file",
-            &token,
             "--certs-dir",
             "certs",
             "--service-registry",
@@ -236,7 +222,15 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
             "15120",
             "--drain-duration",
             "1s",
-        ],
+        ]
+        .map(String::from),
+    );
+    let mut vm = Agent::start_at(
+        &netns,
+        &vm_dir,
+        "sidecar",
+        "127.0.0.1:15120",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
         &[
             ("INSTANCE_IP", "127.0.0.1"),
             ("ISTIO_META_NAMESPACE", "default"),
@@ -255,18 +249,7 @@ async fn a_vm_agent_registers_its_workload_which_gets_traffic_and_goes_after_the
     .await;
     let (address, labels, _) = &registered[0];
     assert_eq!(address, "127.0.0.1");
-    let (_, syncz) = netns.get(w.http, "/debug/syncz").await;
-    let syncz: Value = serde_json::from_str(&syncz).unwrap();
-    let vm_conn = syncz
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| {
-            c["proxy"]
-                .as_str()
-                .is_some_and(|p| p.starts_with("sidecar~"))
-        })
-        .unwrap_or_else(|| panic!("the VM in /debug/syncz: {syncz}"));
+    let vm_conn = syncz_connection(&netns, w.http, "sidecar~").await;
     assert_eq!(
         vm_conn["identity"],
         "spiffe://cluster.local/ns/default/sa/vm"

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::agent::{REVIEWS, gateway_to_reviews};
 use crate::gateway::gateway;
-use crate::support::agent::{Agent, RequestLoop, answers};
+use crate::support::agent::{Agent, RequestLoop, answers, mutual_tls, syncz_connection};
 use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::fixtures::write;
@@ -23,20 +23,14 @@ use crate::tools::tools;
 /// Bootstrap tokens: the gateway's, and one for another namespace.
 const TOKENS: &str = "ingress-token-0000001 default ingress\nother-ns-token-000001 a web\n";
 
-/// `wayfinder discovery` in `netns` with the configuration in `config`, the bootstrap
-/// tokens in `tokens` and the harness's secure port.
-async fn server(netns: &Netns, dir: &Path, config: &Path, tokens: &Path) -> Wayfinder {
+/// `wayfinder discovery` in `netns` with the configuration in `config` and the bootstrap
+/// tokens of [`TOKENS`] (written to `dir/tokens`), and the harness's secure port.
+async fn server(netns: &Netns, dir: &Path, config: &Path) -> Wayfinder {
+    write(dir, "tokens", TOKENS);
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let wrapper = netns.wrapper();
-    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let flags = format!(
-        "--registries=File --file-registry={} --config-dir={} --debounce-after=10ms --bootstrap-tokens={}",
-        empty.display(),
-        config.display(),
-        tokens.display()
-    );
-    Wayfinder::start_under(&wrapper, &flags.split(' ').collect::<Vec<_>>()).await
+    let tokens = format!("--bootstrap-tokens={}", dir.join("tokens").display());
+    crate::agent::server(netns, &empty, config, &[&tokens]).await
 }
 
 /// The ingress gateway pod `ingress` in `namespace`, service account `ingress`.
@@ -99,37 +93,30 @@ async fn a_gateway_s_agent_gets_its_certificate_speaks_mutual_tls_xds_and_rotate
     let config = dir.path().join("config");
     std::fs::create_dir_all(&config).unwrap();
     let _backend = gateway_to_reviews(&netns, &tools, &config).await;
-    write(dir.path(), "tokens", TOKENS);
     write(dir.path(), "token", "ingress-token-0000001\n");
-    let w = server(&netns, dir.path(), &config, &dir.path().join("tokens")).await;
-    let secure = w.secure_grpc().await;
+    let w = server(&netns, dir.path(), &config).await;
 
     // The agent's working directory: its SDS socket is made there.
     let pod = dir.path().join("pod");
     std::fs::create_dir_all(&pod).unwrap();
-    let (envoy, discovery) = (tools.envoy.display().to_string(), secure.to_string());
-    let root = w.ca_dir().join("root-cert.pem").display().to_string();
-    let token = dir.path().join("token").display().to_string();
-    let mut agent = Agent::start(
-        &netns,
-        &pod,
-        "router",
-        &[
+    let envoy = tools.envoy.display().to_string();
+    let mut args = mutual_tls(&w, "--bootstrap-token-file", &dir.path().join("token")).await;
+    args.extend(
+        [
             "--binary-path",
             &envoy,
-            "--discovery-address",
-            &discovery,
-            "--control-plane-auth-policy",
-            "MUTUAL_TLS",
-            "--ca-root-cert",
-            &root,
-            "--bootstrap-token-file",
-            &token,
             "--secret-ttl",
             "30s",
             "--drain-duration",
             "1s",
-        ],
+        ]
+        .map(String::from),
+    );
+    let mut agent = Agent::start(
+        &netns,
+        &pod,
+        "router",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
         &gateway_pod("default"),
     )
     .await;
@@ -144,21 +131,9 @@ async fn a_gateway_s_agent_gets_its_certificate_speaks_mutual_tls_xds_and_rotate
         first.iter().any(|(_, uri)| uri == spiffe),
         "Envoy's certificates: {first:?}"
     );
-    let (status, syncz) = netns.get(w.http, "/debug/syncz").await;
-    assert_eq!(status, 200);
-    let syncz: Value = serde_json::from_str(&syncz).unwrap();
-    let conn = syncz
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| {
-            c["proxy"]
-                .as_str()
-                .is_some_and(|p| p.starts_with("router~"))
-        })
-        .unwrap_or_else(|| panic!("the gateway in /debug/syncz: {syncz}"));
-    assert_eq!(conn["identity"], spiffe, "{syncz}");
-    assert!(conn["certificate_expiry"].is_string(), "{syncz}");
+    let conn = syncz_connection(&netns, w.http, "router~").await;
+    assert_eq!(conn["identity"], spiffe, "{conn}");
+    assert!(conn["certificate_expiry"].is_string(), "{conn}");
 
     // The key is in no file and in no page: Envoy's config dump has the secret, redacted.
     assert_eq!(files_with_keys(dir.path()), Vec::<String>::new());
@@ -226,36 +201,32 @@ async fn a_bad_token_gets_no_certificate_and_a_certificate_of_another_namespace_
     let config = dir.path().join("config");
     std::fs::create_dir_all(&config).unwrap();
     write(&config, "gateway.yaml", &gateway(8080));
-    write(dir.path(), "tokens", TOKENS);
     write(dir.path(), "bad", "not-a-known-token-01\n");
     write(dir.path(), "other", "other-ns-token-000001\n");
-    let w = server(&netns, dir.path(), &config, &dir.path().join("tokens")).await;
-    let secure = w.secure_grpc().await.to_string();
-    let root = w.ca_dir().join("root-cert.pem").display().to_string();
+    let w = server(&netns, dir.path(), &config).await;
     let envoy = tools.envoy.display().to_string();
-    let args = |token: &Path, status: &'static str| {
-        vec![
-            "--binary-path".to_string(),
-            envoy.clone(),
-            "--discovery-address".into(),
-            secure.clone(),
-            "--control-plane-auth-policy".into(),
-            "MUTUAL_TLS".into(),
-            "--ca-root-cert".into(),
-            root.clone(),
-            "--bootstrap-token-file".into(),
-            token.display().to_string(),
-            "--status-port".into(),
-            status.into(),
-            "--proxy-admin-port".into(),
-            "0".into(),
-        ]
+    let args = |token: &str, status: &str| {
+        let w = &w;
+        let envoy = envoy.clone();
+        let (token, status) = (dir.path().join(token), status.to_string());
+        async move {
+            let mut args = mutual_tls(w, "--bootstrap-token-file", &token).await;
+            args.extend([
+                "--binary-path".into(),
+                envoy,
+                "--status-port".into(),
+                status,
+                "--proxy-admin-port".into(),
+                "0".into(),
+            ]);
+            args
+        }
     };
 
     // A token the server does not know: the CA refuses, and the agent says so and retries.
     let bad = dir.path().join("bad-pod");
     std::fs::create_dir_all(&bad).unwrap();
-    let bad_args = args(&dir.path().join("bad"), "15020");
+    let bad_args = args("bad", "15020").await;
     let refused = Agent::start(
         &netns,
         &bad,
@@ -279,7 +250,7 @@ async fn a_bad_token_gets_no_certificate_and_a_certificate_of_another_namespace_
     // refuses the stream with PERMISSION_DENIED, and Envoy gets nothing.
     let other = dir.path().join("other-pod");
     std::fs::create_dir_all(&other).unwrap();
-    let other_args = args(&dir.path().join("other"), "15021");
+    let other_args = args("other", "15021").await;
     let _agent = Agent::start_at(
         &netns,
         &other,

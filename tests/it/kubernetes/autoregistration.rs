@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use wayfinder_kubernetes::fake::FakeApiServer;
 
 use crate::gateway::backend_in;
-use crate::support::agent::Agent;
+use crate::support::agent::{Agent, mutual_tls, syncz_connection};
 use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::netns::Netns;
@@ -66,31 +66,25 @@ async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
     // The VM's service-account token, as `istioctl x workload entry configure` writes it.
     fake.add_token("vm-service-account-token", "default", "vm", &["istio-ca"]);
     std::fs::write(dir.path().join("istio-token"), "vm-service-account-token\n").unwrap();
-    let token = dir.path().join("istio-token").display().to_string();
-    let secure = w.secure_grpc().await.to_string();
-    let root = w.ca_dir().join("root-cert.pem").display().to_string();
-    let mut vm = Agent::start(
-        &netns,
-        dir.path(),
-        "sidecar",
-        &[
+    let mut args = mutual_tls(&w, "--token-file", &dir.path().join("istio-token")).await;
+    args.extend(
+        [
             "--binary-path",
             &envoy,
-            "--discovery-address",
-            &secure,
-            "--control-plane-auth-policy",
-            "MUTUAL_TLS",
-            "--ca-root-cert",
-            &root,
-            "--token-file",
-            &token,
             "--certs-dir",
             "certs",
             "--service-registry",
             "Mock",
             "--drain-duration",
             "1s",
-        ],
+        ]
+        .map(String::from),
+    );
+    let mut vm = Agent::start(
+        &netns,
+        dir.path(),
+        "sidecar",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
         &[
             ("INSTANCE_IP", "127.0.0.1"),
             ("ISTIO_META_NAMESPACE", "default"),
@@ -104,10 +98,10 @@ async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
         fake.counts().token_reviews >= 1,
         "the token was never reviewed"
     );
-    let (_, syncz) = netns.get(w.http, "/debug/syncz").await;
-    assert!(
-        syncz.contains("\"identity\":\"spiffe://cluster.local/ns/default/sa/vm\""),
-        "{syncz}"
+    let vm_conn = syncz_connection(&netns, w.http, "sidecar~").await;
+    assert_eq!(
+        vm_conn["identity"],
+        "spiffe://cluster.local/ns/default/sa/vm"
     );
 
     // The object, as istiod writes it.

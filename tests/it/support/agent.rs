@@ -233,3 +233,42 @@ impl RequestLoop {
         self.done.await.expect("the request loop ended")
     }
 }
+
+/// The flags that make an agent get its certificate from `w`'s CA, proving itself with the
+/// token in `token_file` (`token_flag`: `--bootstrap-token-file` or `--token-file`), and
+/// speak xDS to `w`'s secure port.
+pub(crate) async fn mutual_tls(
+    w: &binary::Wayfinder,
+    token_flag: &str,
+    token_file: &Path,
+) -> Vec<String> {
+    vec![
+        "--discovery-address".into(),
+        w.secure_grpc().await.to_string(),
+        "--control-plane-auth-policy".into(),
+        "MUTUAL_TLS".into(),
+        "--ca-root-cert".into(),
+        w.ca_dir().join("root-cert.pem").display().to_string(),
+        token_flag.into(),
+        token_file.display().to_string(),
+    ]
+}
+
+/// The connection in `/debug/syncz` (server debug address `http`, reached from `netns`)
+/// whose proxy id starts with `prefix` (`router~`, `sidecar~`).
+pub(crate) async fn syncz_connection(
+    netns: &Netns,
+    http: std::net::SocketAddr,
+    prefix: &str,
+) -> Value {
+    let (status, syncz) = netns.get(http, "/debug/syncz").await;
+    assert_eq!(status, 200, "{syncz}");
+    let syncz: Value = serde_json::from_str(&syncz).expect("/debug/syncz is JSON");
+    syncz
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["proxy"].as_str().is_some_and(|p| p.starts_with(prefix)))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {prefix} proxy in /debug/syncz: {syncz}"))
+}
