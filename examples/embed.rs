@@ -36,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
         http_addr: "127.0.0.1:8080".parse()?,
         monitoring_addr: "127.0.0.1:9093".parse()?,
         ready_requires_healthy: false,
-        system_ca_file: wayfinder::xds::DEFAULT_SYSTEM_CA_FILE.into(),
+        mesh: Default::default(),
         debug_token: None,
         auto_registration: None,
         limits: Default::default(),

@@ -8,6 +8,9 @@
 //! - its address is the proxy's first `INSTANCE_IPS` address (else its node id's);
 //! - the node's `LABELS` over the template's labels; the node's `NETWORK` and locality over
 //!   the template's;
+//! - labelled `security.istio.io/tlsMode: istio` when the proxy holds a mesh certificate
+//!   (connected to the secure port), else `disabled`, unless its labels say: whether mesh
+//!   clients send it mTLS (auto mTLS);
 //! - named `<group>-<address>` (with `-<network>` when it has one), with the characters a
 //!   name cannot hold replaced by `-`, as Istio names it, and annotated
 //!   `istio.io/autoRegistrationGroup: <group>` and `istio.io/workloadController: wayfinder`.
@@ -287,6 +290,16 @@ fn workload_entry(
     for (k, v) in &proxy.labels {
         labels.insert(k.clone(), Value::String(v.clone()));
     }
+    // Whether the workload's sidecar speaks mesh mTLS: it does when it holds a mesh
+    // certificate, unless its labels say otherwise.
+    let tls_mode = if proxy.mesh_tls() {
+        "istio"
+    } else {
+        "disabled"
+    };
+    labels
+        .entry(wayfinder_config::TLS_MODE_LABEL)
+        .or_insert_with(|| Value::String(tls_mode.into()));
     if !labels.is_empty() {
         spec.insert("labels".into(), Value::Object(labels));
     }

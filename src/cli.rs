@@ -171,6 +171,14 @@ pub struct Discovery {
         value_parser = parse_absolute
     )]
     pub system_ca_file: String,
+    /// The root namespace: its policies without a workload selector (PeerAuthentication)
+    /// apply to the whole mesh, as Istio's MeshConfig `rootNamespace`.
+    #[arg(
+        long = "root-namespace",
+        default_value = "istio-system",
+        value_name = "NAMESPACE"
+    )]
+    pub root_namespace: String,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub consul: ConsulArgs,

@@ -113,7 +113,11 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         http_addr: args.http_addr,
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
-        system_ca_file: args.system_ca_file,
+        mesh: wayfinder::xds::MeshSettings {
+            system_ca: args.system_ca_file.into(),
+            trust_domain: args.secure.trust_domain.into(),
+            root_namespace: args.root_namespace.into(),
+        },
         limits,
         http_header_read_timeout: args.client_limits.http_header_read_timeout,
         debug_token,

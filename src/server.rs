@@ -48,8 +48,10 @@ pub struct Config {
     pub monitoring_addr: SocketAddr,
     /// Whether `/ready` also requires every registry to be healthy (not degraded).
     pub ready_requires_healthy: bool,
-    /// The system's CA bundle on the proxies' machines (`--system-ca-file`).
-    pub system_ca_file: String,
+    /// What generation reads besides the model: the system's CA bundle on the proxies'
+    /// machines (`--system-ca-file`), the trust domain (`--trust-domain`) and the root
+    /// namespace (`--root-namespace`).
+    pub mesh: crate::xds::MeshSettings,
     /// The ADS port's limits: push throttle, new-stream rate, connection ages, request sizes
     /// and budget, streams and connections.
     pub limits: Limits,
@@ -162,7 +164,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         model.clone(),
         xds_metrics,
         &config.domain,
-        &config.system_ca_file,
+        config.mesh,
         &config.limits,
         shutdown.clone(),
     );

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
+use wayfinder_config::peer_authentication;
 use wayfinder_config::{
-    ConfigKey, ConfigMeta, ConfigObject, ConfigSpec, DestinationRule, Gateway, Kind, Sidecar,
-    VirtualService, WorkloadGroup,
+    ConfigKey, ConfigMeta, ConfigObject, ConfigSpec, DestinationRule, EffectiveMtls, Gateway, Kind,
+    LabelLookup, PeerAuthentication, Sidecar, VirtualService, WorkloadGroup,
 };
 
 /// Every accepted configuration object. When two sources hold the same key, the one listed
@@ -31,8 +32,19 @@ impl TrafficConfig {
         Self { objects }
     }
 
+    /// The objects of `kind`: a range of the map, whose keys sort by kind first, so that
+    /// asking for the few PeerAuthentications (per proxy, per endpoint) does not walk every
+    /// VirtualService.
     fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Arc<ConfigObject>> {
-        self.objects.values().filter(move |o| o.kind() == kind)
+        let first = ConfigKey {
+            kind,
+            namespace: "".into(),
+            name: "".into(),
+        };
+        self.objects
+            .range(first..)
+            .take_while(move |(key, _)| key.kind == kind)
+            .map(|(_, object)| object)
     }
 
     /// VirtualServices in (namespace, name) order.
@@ -67,6 +79,33 @@ impl TrafficConfig {
             ConfigSpec::Sidecar(sc) => Some((&o.meta, sc)),
             _ => None,
         })
+    }
+
+    /// PeerAuthentications in (namespace, name) order.
+    pub fn peer_authentications(&self) -> impl Iterator<Item = (&ConfigMeta, &PeerAuthentication)> {
+        self.of_kind(Kind::PeerAuthentication)
+            .filter_map(|o| match &o.spec {
+                ConfigSpec::PeerAuthentication(pa) => Some((&o.meta, pa)),
+                _ => None,
+            })
+    }
+
+    /// The peer authentication of a workload in `namespace` with `labels` (a proxy's
+    /// metadata `LABELS`): Istio's precedence of the mesh policy (in `root_namespace`), the
+    /// namespace's and the workload's, and the workload policy's ports; `PERMISSIVE` when no
+    /// policy sets a mode. See [`peer_authentication::effective`].
+    pub fn mtls_for(
+        &self,
+        root_namespace: &str,
+        namespace: &str,
+        labels: &impl LabelLookup,
+    ) -> EffectiveMtls {
+        peer_authentication::effective(
+            self.peer_authentications(),
+            root_namespace,
+            namespace,
+            labels,
+        )
     }
 
     /// The WorkloadGroup `namespace/name`, if there is one.

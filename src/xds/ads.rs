@@ -57,7 +57,7 @@ use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
 use crate::xds::observe::{HEALTH_TYPE, StreamObserver};
 use crate::xds::proxy::Proxy;
-use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
+use crate::xds::{MeshSettings, PerType, TypeUrl, XdsSnapshot, json};
 
 /// How a stream's connection came in.
 #[derive(Clone, Debug)]
@@ -163,14 +163,14 @@ fn read_limits(limits: &Limits, in_use: Gauge) -> ReadLimits {
 
 impl AdsServer {
     /// A server over the published model snapshots. `domain` is the mesh domain (`--domain`),
-    /// `system_ca` the trust store of upstream TLS without a CA (`--system-ca-file`).
+    /// `mesh` the server's settings generation reads (see [`MeshSettings`]).
     /// It follows new snapshots until `shutdown`. Of `limits`, the push throttle and the
     /// new-stream rate apply here; connection ages are the accept loop's (`server`).
     pub fn new(
         model: SnapshotReader,
         metrics: Arc<XdsMetrics>,
         domain: &str,
-        system_ca: &str,
+        mesh: MeshSettings,
         limits: &Limits,
         shutdown: CancellationToken,
     ) -> Self {
@@ -178,8 +178,7 @@ impl AdsServer {
         let model_versions = model.versions();
         let first = model.snapshot();
         let (tx, versions) = watch::channel(first.version);
-        let current =
-            ArcSwap::from_pointee(XdsSnapshot::new(first, domain).with_system_ca(system_ca));
+        let current = ArcSwap::from_pointee(XdsSnapshot::new(first, domain).with_mesh(mesh));
         let read_limits = read_limits(limits, metrics.xds_request_budget.clone());
         let push_budget =
             PushBudget::new(limits.push_budget_bytes, metrics.xds_push_budget.clone());

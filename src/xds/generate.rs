@@ -30,6 +30,7 @@ mod grpc;
 mod inbound;
 mod listener;
 mod memo;
+mod mesh_tls;
 mod picked;
 mod policy;
 mod proto;
@@ -41,7 +42,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, Kind};
+use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, EffectiveMtls, Kind};
 use wayfinder_registry::ServiceKey;
 
 use crate::snapshot::{MergedService, Snapshot};
@@ -56,27 +57,52 @@ pub use self::picked::{Picked, Place};
 use self::scope::{Changes, Reads, Scope};
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 
+/// The server's settings that generation reads besides the model: fixed at start and shared
+/// by every snapshot of one server, and so in no cache key.
+#[derive(Clone, Debug)]
+pub struct MeshSettings {
+    /// The system's trust store on the proxies' machines (`--system-ca-file`): upstream TLS
+    /// of a DestinationRule without `caCertificates` verifies against it.
+    pub system_ca: Arc<str>,
+    /// The trust domain of workload identities (`--trust-domain`): an endpoint's service
+    /// account `SA` is `spiffe://TRUST_DOMAIN/ns/NS/sa/SA` in mTLS name checks.
+    pub trust_domain: Arc<str>,
+    /// The root namespace (`--root-namespace`): its PeerAuthentication without a selector is
+    /// the mesh's.
+    pub root_namespace: Arc<str>,
+}
+
+impl Default for MeshSettings {
+    fn default() -> Self {
+        Self {
+            system_ca: DEFAULT_SYSTEM_CA_FILE.into(),
+            trust_domain: "cluster.local".into(),
+            root_namespace: "istio-system".into(),
+        }
+    }
+}
+
 /// A model snapshot and the resources generated from it so far.
 pub struct XdsSnapshot {
     model: Arc<Snapshot>,
     domain: Arc<str>,
-    /// The system's trust store on the proxies' machines (`--system-ca-file`).
-    system_ca: Arc<str>,
+    /// The server's settings (`--system-ca-file`, `--trust-domain`, `--root-namespace`).
+    mesh: Arc<MeshSettings>,
     published: Instant,
     // Each memo is declared by the `Scope` of the same name below: what its generator reads,
     // from which follows what the next snapshot keeps of it.
     sidecar_services: Memo<ServiceRule, ServiceResources>,
     grpc_services: Memo<ServiceRule, ServiceResources>,
-    outbound: Memo<ScopeKey, [Arc<Layer>; 2]>,
+    outbound: Memo<(ScopeKey, MeshTls), [Arc<Layer>; 2]>,
     grpc_scopes: Memo<Arc<str>, [Arc<Layer>; 2]>,
     grpc_routing: Memo<Arc<str>, [Arc<Layer>; 2]>,
     listeners: Memo<(ScopeKey, ListenSettings), Arc<Layer>>,
-    gateways: Memo<GatewayKey, [Arc<Layer>; 2]>,
+    gateways: Memo<GatewayKey, [Arc<Layer>; 3]>,
     routes: Memo<(ScopeKey, Arc<str>), Arc<Layer>>,
     /// A sidecar's inbound clusters and listener, by what they depend on: every sidecar of
     /// a deployment shares them, and a stream pushed an endpoint change no longer generates
     /// its own (perf: a tenth of the server's time at 2,000 sidecars).
-    inbound: Memo<(inbound::Ports, ListenSettings), [Arc<Layer>; 2]>,
+    inbound: Memo<InboundKey, [Arc<Layer>; 2]>,
     instances: OnceLock<inbound::Index>,
 }
 
@@ -93,7 +119,7 @@ static GRPC_SERVICES: Scope<ServiceRule> =
 /// The clusters and endpoints of a sidecar scope or a gateway's namespace: the services it
 /// sees (visibility and the Sidecar's egress hosts read definitions), each service's
 /// resources through `SIDECAR_SERVICES` (endpoints, DestinationRules), and the Sidecar.
-static OUTBOUND: Scope<ScopeKey> = Scope::reading("outbound", EVERYTHING);
+static OUTBOUND: Scope<(ScopeKey, MeshTls)> = Scope::reading("outbound", EVERYTHING);
 
 /// A gRPC client namespace's clusters and endpoints: as `OUTBOUND`, through `GRPC_SERVICES`.
 static GRPC_SCOPES: Scope<Arc<str>> = Scope::reading("grpc_scopes", EVERYTHING);
@@ -110,8 +136,10 @@ static GRPC_ROUTING: Scope<Arc<str>> =
 static LISTENERS: Scope<(ScopeKey, ListenSettings)> =
     Scope::reading("listeners", Reads::DEFINITIONS.and(Reads::CONFIG));
 
-/// A gateway's listeners and routes (`gateway::resources`): the Gateways that select it, the
-/// VirtualServices bound to them and the services and DestinationRules those route to.
+/// A gateway's listeners, routes and SNI-DNAT clusters (`gateway::resources`): the Gateways
+/// that select it, the VirtualServices bound to them and the services and DestinationRules
+/// those route to; with an `AUTO_PASSTHROUGH` server, every service it sees and their
+/// DestinationRules (EDS clusters: no endpoints).
 static GATEWAYS: Scope<GatewayKey> =
     Scope::reading("gateways", Reads::DEFINITIONS.and(Reads::CONFIG));
 
@@ -122,15 +150,24 @@ static ROUTES: Scope<(ScopeKey, Arc<str>)> =
     Scope::reading("routes", Reads::DEFINITIONS.and(Reads::CONFIG));
 
 /// A sidecar's inbound clusters and listener (`inbound`): a function of its key alone, the
-/// ports of the proxy's instances (found in this snapshot's endpoints when the proxy asks)
-/// and where it listens.
-static INBOUND: Scope<(inbound::Ports, ListenSettings)> = Scope::reading("inbound", Reads::NOTHING);
+/// ports of the proxy's instances (found in this snapshot's endpoints when the proxy asks),
+/// where it listens, and, for a proxy that holds a mesh certificate, the PeerAuthentication
+/// in force for it (found in this snapshot's configuration when the proxy asks).
+static INBOUND: Scope<InboundKey> = Scope::reading("inbound", Reads::NOTHING);
+
+/// What a sidecar's inbound side depends on (see `INBOUND`).
+type InboundKey = (inbound::Ports, ListenSettings, Option<EffectiveMtls>);
 
 /// Every part of the model.
 const EVERYTHING: Reads = Reads::DEFINITIONS.and(Reads::ENDPOINTS).and(Reads::CONFIG);
 
-/// A service and the DestinationRule that applies to it.
-type ServiceRule = (ServiceKey, Option<ConfigKey>);
+/// A service, the DestinationRule that applies to it, and whether the proxy holds a mesh
+/// certificate (its clusters may use mesh mTLS: see `mesh_tls`).
+type ServiceRule = (ServiceKey, Option<ConfigKey>, MeshTls);
+
+/// Whether a proxy holds a mesh certificate ([`Proxy::mesh_tls`]): part of the key of what
+/// differs with it (clusters, inbound listeners).
+type MeshTls = bool;
 
 /// The service a per-service key names.
 fn rule_service(key: &ServiceRule) -> &ServiceKey {
@@ -140,9 +177,10 @@ fn rule_service(key: &ServiceRule) -> &ServiceKey {
 /// What a sidecar's outbound view depends on: its namespace and the Sidecar object scoping it.
 type ScopeKey = (Arc<str>, Option<ConfigKey>);
 
-/// What a gateway's listeners and routes depend on: its namespace, where it listens, and its
-/// labels (which Gateways select it).
-type GatewayKey = (Arc<str>, ListenSettings, Vec<(String, String)>);
+/// What a gateway's listeners and routes depend on: its namespace, where it listens, its
+/// labels (which Gateways select it) and whether it holds a mesh certificate (`ISTIO_MUTUAL`
+/// servers).
+type GatewayKey = (Arc<str>, ListenSettings, Vec<(String, String)>, MeshTls);
 
 /// What one service contributes, per type, for one kind of proxy.
 #[derive(Debug, Default)]
@@ -165,7 +203,7 @@ impl XdsSnapshot {
         Self {
             model,
             domain: domain.into(),
-            system_ca: DEFAULT_SYSTEM_CA_FILE.into(),
+            mesh: Arc::default(),
             published: Instant::now(),
             sidecar_services: Memo::new(&SIDECAR_SERVICES),
             grpc_services: Memo::new(&GRPC_SERVICES),
@@ -195,7 +233,7 @@ impl XdsSnapshot {
         let changes = Changes::between(&previous.model, &model);
         Self {
             domain: domain.into(),
-            system_ca: previous.system_ca.clone(),
+            mesh: previous.mesh.clone(),
             published: Instant::now(),
             sidecar_services: previous.sidecar_services.next(&changes),
             grpc_services: previous.grpc_services.next(&changes),
@@ -216,7 +254,14 @@ impl XdsSnapshot {
     /// Snapshots made by [`XdsSnapshot::next`] keep it: it is a server's setting, fixed at
     /// start, and so in no cache key.
     pub fn with_system_ca(mut self, path: &str) -> Self {
-        self.system_ca = path.into();
+        Arc::make_mut(&mut self.mesh).system_ca = path.into();
+        self
+    }
+
+    /// The same snapshot with the server's settings `mesh`. Snapshots made by
+    /// [`XdsSnapshot::next`] keep them.
+    pub fn with_mesh(mut self, mesh: MeshSettings) -> Self {
+        self.mesh = Arc::new(mesh);
         self
     }
 
@@ -264,35 +309,58 @@ impl XdsSnapshot {
             scope.map(|(meta, _)| config_key(Kind::Sidecar, meta)),
         );
         let ctx = || Ctx::scoped(&self.model, &self.domain, ns, scope);
+        let mesh_tls = proxy.mesh_tls();
+        let upstreams = cluster::Upstreams {
+            mesh: &self.mesh,
+            mesh_tls,
+            config: &self.model.config,
+        };
         let outbound = || {
-            self.outbound.get_after(scope_key.clone(), |previous| {
-                let ctx = ctx();
-                let mut clusters = cluster::catch_all();
-                let mut endpoints = ResourceSet::new();
-                for svc in &ctx.visible {
-                    let rule = ctx.rule(svc);
-                    let key = (
-                        svc.service.key(),
-                        rule.map(|(meta, _)| config_key(Kind::DestinationRule, meta)),
-                    );
-                    let r = self.sidecar_services.get(key, || {
-                        service_resources(svc, rule.map(|(_, dr)| dr), &self.system_ca)
-                    });
-                    clusters.extend(by_name(&r.clusters));
-                    endpoints.extend(by_name(&r.endpoints));
-                }
-                let previous = previous.as_deref();
-                [
-                    Layer::after(previous.map(|p| &p[0]), clusters),
-                    Layer::after(previous.map(|p| &p[1]), endpoints),
-                ]
-            })
+            self.outbound
+                .get_after((scope_key.clone(), mesh_tls), |previous| {
+                    let ctx = ctx();
+                    let mut clusters = cluster::catch_all();
+                    let mut endpoints = ResourceSet::new();
+                    for svc in &ctx.visible {
+                        let rule = ctx.rule(svc);
+                        let key = (
+                            svc.service.key(),
+                            rule.map(|(meta, _)| config_key(Kind::DestinationRule, meta)),
+                            mesh_tls,
+                        );
+                        let r = self.sidecar_services.get(key, || {
+                            service_resources(svc, rule.map(|(_, dr)| dr), upstreams)
+                        });
+                        clusters.extend(by_name(&r.clusters));
+                        endpoints.extend(by_name(&r.endpoints));
+                    }
+                    let previous = previous.as_deref();
+                    [
+                        Layer::after(previous.map(|p| &p[0]), clusters),
+                        Layer::after(previous.map(|p| &p[1]), endpoints),
+                    ]
+                })
+        };
+        // A gateway's listeners depend on its labels (which Gateways select it), where it
+        // listens and its certificate; gateways with the same ones share them.
+        let gateway = || {
+            let labels: Vec<(String, String)> = proxy.labels.clone().into_iter().collect();
+            self.gateways.get_after(
+                (ns.clone(), proxy.listen.clone(), labels, mesh_tls),
+                |previous| {
+                    let ctx = Ctx::new(&self.model, &self.domain, ns);
+                    let [listeners, routes, clusters] = gateway::resources(&ctx, proxy, &self.mesh);
+                    let previous = previous.as_deref();
+                    let after = |i: usize, set| Layer::after(previous.map(|p| &p[i]), set);
+                    [after(0, listeners), after(1, routes), after(2, clusters)]
+                },
+            )
         };
         let layers = match type_url {
             TypeUrl::Cluster if is_sidecar => {
                 vec![outbound()[0].clone(), self.inbound(proxy)[0].clone()]
             }
-            TypeUrl::Cluster => vec![outbound()[0].clone()],
+            TypeUrl::Cluster => vec![outbound()[0].clone(), gateway()[2].clone()],
             TypeUrl::Endpoint => vec![outbound()[1].clone()],
             TypeUrl::Listener if is_sidecar => {
                 let shared = self.listeners.get_after(
@@ -315,22 +383,7 @@ impl XdsSnapshot {
                 vec![(*routes).clone()]
             }
             TypeUrl::Listener | TypeUrl::Route => {
-                // A gateway's listeners depend on its labels (which Gateways select it) and
-                // where it listens; gateways with the same ones share them.
-                let labels: Vec<(String, String)> = proxy.labels.clone().into_iter().collect();
-                let sets = self.gateways.get_after(
-                    (ns.clone(), proxy.listen.clone(), labels),
-                    |previous| {
-                        let ctx = Ctx::new(&self.model, &self.domain, ns);
-                        let [listeners, routes] = gateway::resources(&ctx, proxy);
-                        let previous = previous.as_deref();
-                        [
-                            Layer::after(previous.map(|p| &p[0]), listeners),
-                            Layer::after(previous.map(|p| &p[1]), routes),
-                        ]
-                    },
-                );
-                vec![sets[usize::from(type_url == TypeUrl::Route)].clone()]
+                vec![gateway()[usize::from(type_url == TypeUrl::Route)].clone()]
             }
         };
         Resources { layers }
@@ -357,6 +410,7 @@ impl XdsSnapshot {
                 let key = (
                     svc.service.key(),
                     rule.map(|(meta, _)| config_key(Kind::DestinationRule, meta)),
+                    false,
                 );
                 let r = self
                     .grpc_services
@@ -403,12 +457,17 @@ impl XdsSnapshot {
     /// A sidecar's inbound layers: clusters, then the listener.
     fn inbound(&self, proxy: &Proxy) -> Arc<[Arc<Layer>; 2]> {
         let ports = self.instances().ports(proxy);
-        let key = (ports, proxy.listen.clone());
+        let mtls = proxy.mesh_tls().then(|| {
+            self.model
+                .config
+                .mtls_for(&self.mesh.root_namespace, &proxy.namespace, &proxy.labels)
+        });
+        let key = (ports, proxy.listen.clone(), mtls);
         // Kept from the previous snapshot when asked for again (see `INBOUND`).
         self.inbound.get(key.clone(), || {
             [
                 Layer::new(inbound::clusters(&key.0)),
-                Layer::new(inbound::listener(&key.0, &key.1)),
+                Layer::new(inbound::listener(&key.0, &key.1, key.2.as_ref())),
             ]
         })
     }
@@ -422,7 +481,7 @@ impl XdsSnapshot {
 fn service_resources(
     svc: &MergedService,
     rule: Option<&DestinationRule>,
-    system_ca: &str,
+    up: cluster::Upstreams<'_>,
 ) -> ServiceResources {
     let mut out = ServiceResources::default();
     for port in svc
@@ -431,7 +490,7 @@ fn service_resources(
         .iter()
         .filter(|p| cluster::is_proxied(p.protocol))
     {
-        for (c, cla) in cluster::outbound(svc, port, rule, system_ca) {
+        for (c, cla) in cluster::outbound(svc, port, rule, up) {
             out.clusters.push(Arc::new(c));
             out.endpoints.extend(cla.map(Arc::new));
         }

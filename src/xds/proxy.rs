@@ -118,6 +118,13 @@ pub struct ProxyError {
 }
 
 impl Proxy {
+    /// True when the proxy holds a mesh certificate: it connected over the secure port with
+    /// its workload certificate, so its agent serves the SDS secrets `default` and `ROOTCA`
+    /// on the bootstrap's `sds-grpc` cluster, which mesh mTLS needs.
+    pub fn mesh_tls(&self) -> bool {
+        self.certificate.is_some()
+    }
+
     /// Reads a node. `domain` is the mesh domain (`--domain`, default `cluster.local`).
     pub fn from_node(node: &Node, domain: &str) -> Result<Self, ProxyError> {
         let fail = |message: String| {

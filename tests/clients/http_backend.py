@@ -4,7 +4,8 @@
 
 Answers every request, whatever its method and path, with status 200 and the plain-text body
 NAME, plus the headers `x-backend: NAME` and `x-path: <the request path>`, so a client can
-tell which backend answered and what reached it. Responses carry `Content-Length` and the
+tell which backend answered and what reached it, and `x-xfcc: <the request's
+x-forwarded-client-cert>` when it has one (the client identity a sidecar's inbound vouches for). Responses carry `Content-Length` and the
 server speaks HTTP/1.1, so connections are kept alive (as Envoy's connection pools expect).
 
 --fail-every N: every Nth request, counting every request the process receives from 1,
@@ -70,6 +71,9 @@ def make_handler(name: str, fail_every: int, delay_ms: int):
             self.send_header("Content-Length", str(len(answer)))
             self.send_header("x-backend", name)
             self.send_header("x-path", self.path)
+            xfcc = self.headers.get("x-forwarded-client-cert")
+            if xfcc is not None:
+                self.send_header("x-xfcc", xfcc)
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(answer)

@@ -33,7 +33,8 @@ async fn ruleset(netns: &Netns, tools: &Tools) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-async fn capture(netns: &Netns, tools: &Tools, args: &[&str]) {
+/// `wayfinder agent capture ARGS` in `netns`, failing the test with its error.
+pub(crate) async fn capture(netns: &Netns, tools: &Tools, args: &[&str]) {
     let mut all = vec!["agent", "capture"];
     all.extend_from_slice(args);
     let out = run(netns, tools, path(), &all).await;
@@ -241,25 +242,31 @@ async fn an_application_s_plain_request_goes_through_the_captured_sidecar_to_a_b
     capture(&netns, &tools, &["--cleanup"]).await;
 }
 
-#[tokio::test]
-async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars() {
-    let Some(tools) = tools() else { return };
-    // Two pods, each a network namespace with its address, joined by a veth pair.
+/// Two pods: network namespaces with the addresses 10.1.1.5 (A) and 10.1.1.6 (B), joined by
+/// a veth pair.
+pub(crate) async fn two_pods(tools: &Tools) -> (Netns, Netns) {
     let (a, b) = (Netns::new(), Netns::new());
     let b_pid = b.pid().to_string();
     ip(
         &a,
-        &tools,
+        tools,
         &[
             "link", "add", "wfa", "type", "veth", "peer", "name", "wfb", "netns", &b_pid,
         ],
     )
     .await;
     for (ns, dev, addr) in [(&a, "wfa", "10.1.1.5/24"), (&b, "wfb", "10.1.1.6/24")] {
-        ip(ns, &tools, &["addr", "add", addr, "dev", dev]).await;
-        ip(ns, &tools, &["link", "set", dev, "up"]).await;
-        ip(ns, &tools, &["route", "add", "default", "dev", dev]).await;
+        ip(ns, tools, &["addr", "add", addr, "dev", dev]).await;
+        ip(ns, tools, &["link", "set", dev, "up"]).await;
+        ip(ns, tools, &["route", "add", "default", "dev", dev]).await;
     }
+    (a, b)
+}
+
+#[tokio::test]
+async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars() {
+    let Some(tools) = tools() else { return };
+    let (a, b) = two_pods(&tools).await;
     // The workload of pod B, on its loopback as a container's server would be; its service's
     // endpoint is pod B's address.
     let (_app, port) = backend_in(b.command(&tools.python), &tools, "pod-b", &[]).await;

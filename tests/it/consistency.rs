@@ -14,7 +14,7 @@ use wayfinder::xds::{TypeUrl, XdsSnapshot};
 use wayfinder_config::{ConfigEvent, Feed};
 use wayfinder_registry::{Event, RegistryId};
 
-use crate::bookinfo::{MUTUAL, SAMPLES, sample};
+use crate::bookinfo::{SAMPLES, sample};
 
 /// Every sample, applied as `--config-dir` would apply it (the product's readers, the File
 /// registry's and the config source's models) over the demo bookinfo mesh with every
@@ -62,7 +62,7 @@ fn every_sample_serves_every_proxy_a_consistent_configuration() {
         ),
     ];
     let mut checked = 0;
-    for (name, _) in SAMPLES.iter().filter(|(name, _)| *name != MUTUAL) {
+    for (name, _) in SAMPLES.iter() {
         let mut entries = Feed::entries();
         let mut config = Feed::config();
         for file in ["destination-rule-all.yaml", "bookinfo-gateway.yaml", name] {

@@ -82,3 +82,4 @@ mod upstream_tls;
 #[cfg(all(feature = "consul", feature = "eureka"))]
 mod vm_registries;
 mod watched_files;
+mod workload_mtls;

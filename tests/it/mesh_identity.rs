@@ -46,7 +46,7 @@ fn gateway_pod(namespace: &str) -> [(&str, &str); 5] {
 
 /// The serial numbers and SPIFFE ids of the workload certificates Envoy holds (admin
 /// `/certs`).
-async fn envoy_certificates(netns: &Netns, admin: SocketAddr) -> Vec<(String, String)> {
+pub(crate) async fn envoy_certificates(netns: &Netns, admin: SocketAddr) -> Vec<(String, String)> {
     let (_, certs) = netns.get(admin, "/certs").await;
     let certs: Value = serde_json::from_str(&certs).unwrap_or_default();
     certs["certificates"]

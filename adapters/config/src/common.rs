@@ -86,6 +86,47 @@ pub struct WorkloadSelector {
     pub labels: BTreeMap<String, String>,
 }
 
+/// Selects workloads by labels as Istio's security policies write it (`selector.matchLabels`,
+/// Istio's `istio.type.v1beta1.WorkloadSelector`); the networking kinds write
+/// [`WorkloadSelector`] (`workloadSelector.labels`) instead.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    /// Labels a workload must have.
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl LabelSelector {
+    /// True when `labels` has every label of the selector, with its value (so an empty
+    /// selector matches every workload).
+    pub fn matches(&self, labels: &impl LabelLookup) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(key, value)| labels.label(key) == Some(value.as_str()))
+    }
+}
+
+/// A workload's labels, however they are stored: a proxy's (`String`s, from its node) or an
+/// endpoint's (`Arc<str>`s, from its registry). Selectors read them without copying, since
+/// they are matched per endpoint when clusters are generated.
+pub trait LabelLookup {
+    /// The value of the label `key`, if the workload has it.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl LabelLookup for wayfinder_registry::Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(|v| &**v)
+    }
+}
+
 /// Header changes for requests and responses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

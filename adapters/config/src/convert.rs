@@ -6,6 +6,10 @@
 //! whole view is composed (`view`). A `WorkloadEntry` becomes one endpoint waiting to be
 //! selected. Every registration is checked with [`Registration::validate`] here, so a broken
 //! object is reported against its own file and line.
+//!
+//! As in Istio (`getTLSModeFromWorkloadEntry`), a workload entry (or inline endpoint) with a
+//! `serviceAccount` and no `security.istio.io/tlsMode` label runs a sidecar that speaks mesh
+//! mTLS: its endpoint gets the label `security.istio.io/tlsMode: istio`, which auto mTLS reads.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -20,6 +24,9 @@ use crate::istio::{
     LocationSpec, Object, PortSpec, ResolutionSpec, ServiceEntrySpec, WorkloadEntrySpec,
 };
 use crate::keep::ObjectId;
+
+/// The label that says whether a workload speaks mesh mTLS (`istio`) or not (`disabled`).
+pub const TLS_MODE_LABEL: &str = "security.istio.io/tlsMode";
 
 /// A `ServiceEntry`, mapped and validated.
 #[derive(Clone, Debug, PartialEq)]
@@ -226,6 +233,16 @@ fn endpoint(spec: &WorkloadEntrySpec) -> Endpoint {
         .map(|(name, number)| (name.as_str().into(), *number))
         .collect();
     endpoint.labels = labels(&spec.labels);
+    if spec
+        .service_account
+        .as_deref()
+        .is_some_and(|sa| !sa.is_empty())
+    {
+        endpoint
+            .labels
+            .entry(TLS_MODE_LABEL.into())
+            .or_insert_with(|| "istio".into());
+    }
     endpoint.locality = Locality::parse(&spec.locality);
     endpoint.weight = spec.weight.filter(|w| *w > 0).unwrap_or(1);
     endpoint.network = spec.network.as_str().into();

@@ -346,6 +346,6 @@ pub enum ClientTlsMode {
     Simple,
     /// TLS with a client certificate.
     Mutual,
-    /// Istio's mutual TLS with mesh certificates (needs a certificate authority).
+    /// Istio's mutual TLS with the proxy's mesh certificate.
     IstioMutual,
 }

@@ -21,6 +21,8 @@ impl ConfigSpec {
             ConfigSpec::Sidecar(sc) => sidecar(sc),
             // Its lists are short (probe headers, an exec command).
             ConfigSpec::WorkloadGroup(_) => {}
+            // Maps only, which hold no spare room.
+            ConfigSpec::PeerAuthentication(_) => {}
         }
     }
 }

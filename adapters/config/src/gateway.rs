@@ -119,9 +119,10 @@ pub enum ServerTlsMode {
     Simple,
     /// Terminate TLS and require client certificates.
     Mutual,
-    /// SNI-routed passthrough to mesh services (multi-network; not supported).
+    /// Passthrough to mesh services, routed by Istio's SNI `outbound_.PORT_.SUBSET_.HOST`
+    /// (an east-west gateway).
     AutoPassthrough,
-    /// Istio mutual TLS (needs mesh certificates; not supported).
+    /// Terminate Istio's mutual TLS with the gateway's mesh certificate.
     IstioMutual,
     /// Client certificates optional.
     OptionalMutual,

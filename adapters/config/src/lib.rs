@@ -5,7 +5,10 @@
 //! - **The kinds.** The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and
 //!   `v1alpha3` share one schema) for the kinds that shape what proxies are served:
 //!   [`VirtualService`], [`DestinationRule`], [`Gateway`] and [`Sidecar`], and
-//!   [`WorkloadGroup`] (the template of auto-registered VMs' entries), each a
+//!   [`WorkloadGroup`] (the template of auto-registered VMs' entries); and of
+//!   `security.istio.io` (`v1`, `v1beta1`), [`PeerAuthentication`] (whether connections to a
+//!   workload must be mutual TLS; [`peer_authentication::effective`] is Istio's precedence of
+//!   mesh, namespace, workload and port). Each is a
 //!   [`ConfigObject`] with its [`ConfigMeta`] and [`ConfigSpec`]. Field names and enum values
 //!   are Istio's, so the YAML users already have deserializes as is. [`validate`] checks an
 //!   object as Istio does, with field paths. The types skip fields they do not model; a reader
@@ -43,6 +46,7 @@ pub mod check;
 pub mod documents;
 pub mod feed;
 pub mod model;
+pub mod peer_authentication;
 pub mod validate;
 
 mod common;
@@ -74,13 +78,15 @@ use wayfinder_registry::{Event, EventStream, Item, Source};
 use wayfinder_registry::RegistryError;
 
 pub use common::{
-    Destination, Duration, GRPC_STATUS_CODES, HeaderOperations, Headers, Opaque, Percent,
-    PortSelector, StringMatch, WorkloadSelector,
+    Destination, Duration, GRPC_STATUS_CODES, HeaderOperations, Headers, LabelLookup,
+    LabelSelector, Opaque, Percent, PortSelector, StringMatch, WorkloadSelector,
 };
+pub use convert::TLS_MODE_LABEL;
 pub use destination_rule::*;
 pub use feed::Feed;
 pub use gateway::*;
 pub use istio_fields::{FieldPath, Step, istio_defines};
+pub use peer_authentication::{EffectiveMtls, MtlsMode, PeerAuthentication, PeerMtls};
 pub use sidecar::*;
 pub use virtual_service::*;
 /// Re-exported from the contract, where every source's refusals are one type.
@@ -100,16 +106,20 @@ pub enum Kind {
     Sidecar,
     /// `WorkloadGroup`: the template of auto-registered VMs' entries.
     WorkloadGroup,
+    /// `PeerAuthentication` (`security.istio.io`): whether connections to workloads must be
+    /// mutual TLS.
+    PeerAuthentication,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
         Kind::Sidecar,
         Kind::WorkloadGroup,
+        Kind::PeerAuthentication,
     ];
 
     /// The kind's name in YAML.
@@ -120,6 +130,7 @@ impl Kind {
             Kind::Gateway => "Gateway",
             Kind::Sidecar => "Sidecar",
             Kind::WorkloadGroup => "WorkloadGroup",
+            Kind::PeerAuthentication => "PeerAuthentication",
         }
     }
 
@@ -187,6 +198,8 @@ pub enum ConfigSpec {
     /// A `WorkloadGroup`, boxed as DestinationRule is: its template and probe would make every
     /// object larger.
     WorkloadGroup(Box<WorkloadGroup>),
+    /// A `PeerAuthentication`.
+    PeerAuthentication(PeerAuthentication),
 }
 
 /// One configuration object.
@@ -207,6 +220,7 @@ impl ConfigObject {
             ConfigSpec::Gateway(_) => Kind::Gateway,
             ConfigSpec::Sidecar(_) => Kind::Sidecar,
             ConfigSpec::WorkloadGroup(_) => Kind::WorkloadGroup,
+            ConfigSpec::PeerAuthentication(_) => Kind::PeerAuthentication,
         }
     }
 

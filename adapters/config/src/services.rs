@@ -14,6 +14,7 @@ use crate::fields;
 use crate::istio::{self, IstioObject};
 use crate::keep::{self, ObjectId, Read};
 use crate::model::{FileKey, Model};
+use crate::security;
 use crate::validate::Problem;
 use crate::view::{self, FileContents, View};
 
@@ -215,9 +216,9 @@ fn id_of(object: &IstioObject) -> ObjectId {
 }
 
 /// Logs an object of a kind this registry does not read: quietly for the Istio kinds the
-/// config source reads, with a warning for anything else.
+/// config source reads (or refuses: the security policies), with a warning for anything else.
 fn skip(item: &Parsed<IstioObject>) {
-    if istio::is_networking(&item.meta) {
+    if istio::is_networking(&item.meta) || item.meta.group() == security::GROUP {
         tracing::debug!(
             "{}: skipping {}: read by the config source",
             item.origin,

@@ -11,7 +11,8 @@
 //!
 //! The rules live beside the kind they check: `virtual_service` (hosts, TLS and TCP rules),
 //! `http` and its helpers (HTTP rules), `destination_rule` and `traffic_policy`, `gateway`,
-//! `sidecar`, `workload_group`; `names` holds the host-name and label grammar they share and `regex` the RE2 check.
+//! `sidecar`, `workload_group`, `peer_authentication`; `names` holds the host-name and label
+//! grammar they share and `regex` the RE2 check.
 
 mod destination_rule;
 mod gateway;
@@ -19,6 +20,7 @@ mod http;
 mod http_match;
 mod http_policy;
 mod names;
+mod peer_authentication;
 mod regex;
 mod sidecar;
 mod traffic_policy;
@@ -84,6 +86,7 @@ pub fn validate(object: &ConfigObject) -> Vec<Problem> {
         ConfigSpec::Gateway(gw) => gateway::check(gw, &mut p),
         ConfigSpec::Sidecar(sc) => sidecar::check(sc, &mut p),
         ConfigSpec::WorkloadGroup(wg) => workload_group::check(wg, &mut p),
+        ConfigSpec::PeerAuthentication(pa) => peer_authentication::check(pa, &mut p),
     }
     p.0
 }

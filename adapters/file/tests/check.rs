@@ -163,6 +163,28 @@ fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
 }
 
 #[test]
+fn peer_authentications_are_checked_with_their_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let pa = "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: foo}\nspec:\n  mtls: {mode: STRICT}\n";
+    fs::write(dir.path().join("good.yaml"), pa).unwrap();
+    let ports = pa.replace(
+        "mtls: {mode: STRICT}",
+        "portLevelMtls: {8080: {mode: DISABLE}}",
+    );
+    fs::write(dir.path().join("ports.yaml"), ports).unwrap();
+
+    let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
+    assert_eq!(report.problems.len(), 1, "{report}");
+    let error = line(&report, "ports.yaml");
+    assert_eq!(error.severity, Severity::Error, "{report}");
+    assert_eq!(
+        error.object.as_deref(),
+        Some("PeerAuthentication foo/default")
+    );
+    assert_eq!(error.field.as_deref(), Some("spec.portLevelMtls"));
+}
+
+#[test]
 fn duplicates_across_files_and_missing_paths_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("a.yaml"), VS).unwrap();

@@ -342,6 +342,41 @@ async fn an_object_the_validator_rejects_keeps_its_last_good_version() {
 }
 
 #[tokio::test]
+async fn a_peer_authentication_is_read_and_one_with_ports_but_no_selector_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mtls.yaml");
+    let good = "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\n\
+                metadata: {name: finance, namespace: foo}\nspec:\n  \
+                selector: {matchLabels: {app: finance}}\n  mtls: {mode: STRICT}\n  \
+                portLevelMtls:\n    8080: {mode: DISABLE}\n";
+    let bad = "apiVersion: security.istio.io/v1beta1\nkind: PeerAuthentication\n\
+               metadata: {name: default, namespace: foo}\nspec:\n  \
+               portLevelMtls: {8080: {mode: DISABLE}}\n";
+    save(&path, &format!("{good}---\n{bad}"));
+    let (mut stream, _shutdown) = watch(dir.path());
+    let objects = reset(&mut stream).await;
+    let finance = &objects[&key(Kind::PeerAuthentication, "foo", "finance")];
+    assert!(
+        matches!(&finance.spec, ConfigSpec::PeerAuthentication(pa) if pa.port_level_mtls.len() == 1),
+        "{finance:?}"
+    );
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert_eq!(refused(&mut stream).await, vec![named(2, "default")]);
+    match next(&mut stream).await {
+        Err(RegistryError::Invalid { origin, detail }) => {
+            assert_eq!(origin, format!("{}: document 2 (line 10)", path.display()));
+            assert!(
+                detail.starts_with(
+                    "PeerAuthentication foo/default: spec.portLevelMtls: requires a selector"
+                ),
+                "{detail}"
+            );
+        }
+        other => panic!("expected an Invalid error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn the_stream_ends_on_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let (mut stream, shutdown) = watch(dir.path());

@@ -1,16 +1,16 @@
-//! Istio's networking objects read from a cluster's API server: what `--config-dir` files
-//! give, from `kubectl apply` instead, with the same validation and the same last good
-//! versions.
+//! Istio's networking objects, and its `PeerAuthentication`s, read from a cluster's API
+//! server: what `--config-dir` files give, from `kubectl apply` instead, with the same
+//! validation and the same last good versions.
 //!
 //! Start with [`IstioConfig::new`] (a client, a namespace or all, the cluster's name for
 //! messages). It gives two sources, each watching its own kinds with its own stream:
 //!
 //! - [`IstioConfig::config_source`]: `VirtualService`, `DestinationRule`, `Gateway`,
-//!   `Sidecar` and `WorkloadGroup` as a [`ConfigSource`] named `Kubernetes`, whose stream follows the contract on
-//!   [`ConfigEvent`]. It also watches `security.istio.io`'s `AuthorizationPolicy`,
-//!   `PeerAuthentication` and `RequestAuthentication`, only to refuse each (with its Event)
-//!   as `--config-dir` refuses them: wayfinder does not enforce them yet, and skipping them
-//!   would fail open.
+//!   `Sidecar`, `WorkloadGroup` and `security.istio.io`'s `PeerAuthentication` as a
+//!   [`ConfigSource`] named `Kubernetes`, whose stream follows the contract on
+//!   [`ConfigEvent`]. It also watches `security.istio.io`'s `AuthorizationPolicy` and
+//!   `RequestAuthentication`, only to refuse each (with its Event) as `--config-dir` refuses
+//!   them: wayfinder does not enforce them yet, and skipping them would fail open.
 //! - [`IstioConfig::entries`]: `ServiceEntry` and `WorkloadEntry` as a [`Registry`], mapped as
 //!   the File registry maps them ([`wayfinder_config::model::Services`]: hosts, resolution,
 //!   `workloadSelector` across objects, repeated hosts merged), whose stream follows the
@@ -47,9 +47,9 @@
 //! in force. One Event per version of an object (uid and resource version): a relist does not
 //! post it again. A failure to post is logged as a warning and otherwise ignored.
 //!
-//! Permissions: `list` and `watch` on the seven kinds of `networking.istio.io` (and what
-//! [`crate::workload_entries`] writes, when auto-registration is on), and `create` on
-//! core `events` in the namespaces of the objects.
+//! Permissions: `list` and `watch` on the seven kinds of `networking.istio.io` and the three
+//! of `security.istio.io` (and what [`crate::workload_entries`] writes, when
+//! auto-registration is on), and `create` on core `events` in the namespaces of the objects.
 //!
 //! # Lists, failures and missing CRDs
 //!

@@ -1,19 +1,25 @@
 //! Clusters for Envoy proxies: one per service port, plus Istio's catch-all clusters.
 
-use wayfinder_config::{DestinationRule, Subset};
+use std::sync::Arc;
+
+use wayfinder_config::{ClientTlsMode, DestinationRule, Subset};
 use wayfinder_registry::{Port, Protocol, Resolution};
 
+use super::MeshSettings;
 use super::endpoint;
+use super::mesh_tls;
 use super::policy::{HttpOptions, Policy};
 use super::proto::{ads, any, seconds, u32_value};
-use crate::snapshot::MergedService;
+use crate::snapshot::{MergedService, TrafficConfig};
 use crate::xds::names;
 use crate::xds::pb::cluster::{
     CircuitBreakers, Cluster, circuit_breakers::Thresholds, cluster::ClusterDiscoveryType,
     cluster::DiscoveryType, cluster::DnsLookupFamily, cluster::EdsClusterConfig, cluster::LbPolicy,
+    cluster::TransportSocketMatch,
 };
-use crate::xds::pb::core::UpstreamHttpProtocolOptions;
+use crate::xds::pb::core::{TransportSocket, UpstreamHttpProtocolOptions};
 use crate::xds::pb::endpoint::ClusterLoadAssignment;
+use crate::xds::pb::protobuf::{Struct, Value, value};
 use crate::xds::pb::upstream_http::{HttpProtocolOptions, http_protocol_options};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
@@ -61,6 +67,17 @@ pub(super) fn catch_all() -> ResourceSet {
     set
 }
 
+/// What a service's clusters depend on besides the service and its rule.
+#[derive(Clone, Copy)]
+pub(super) struct Upstreams<'a> {
+    /// The server's settings: the system trust store, the trust domain, the root namespace.
+    pub(super) mesh: &'a MeshSettings,
+    /// The proxy holds a mesh certificate, so its clusters may use mesh mTLS.
+    pub(super) mesh_tls: bool,
+    /// The configuration in force, for the destinations' PeerAuthentication.
+    pub(super) config: &'a TrafficConfig,
+}
+
 /// The clusters of one service port: `outbound|<port>||<host>` and, for each subset of the
 /// DestinationRule that applies, `outbound|<port>|<subset>|<host>`, each with its load
 /// assignment when it is an EDS cluster.
@@ -71,17 +88,20 @@ pub(super) fn catch_all() -> ResourceSet {
 /// LEAST_REQUEST (Istio's default since 1.14) and circuit breakers are unlimited (Envoy's
 /// default of 3 retries caused 503s in pod churn); HTTP/2 and gRPC ports talk HTTP/2 upstream.
 /// A subset's endpoints are those whose labels include the subset's labels. Client TLS
-/// verifies against `system_ca` when the rule gives no CA (see `upstream_tls`).
+/// verifies against the system's trust store when the rule gives no CA (see `upstream_tls`).
+/// Mesh mTLS (see [`mesh_tls`]) for a proxy that holds a mesh certificate: `ISTIO_MUTUAL`,
+/// or, when no rule gives TLS settings, auto mTLS: TLS to the endpoints labelled
+/// `security.istio.io/tlsMode: istio`, plaintext to the others.
 pub(super) fn outbound(
     svc: &MergedService,
     port: &Port,
     rule: Option<&DestinationRule>,
-    system_ca: &str,
+    up: Upstreams<'_>,
 ) -> Vec<(Resource, Option<Resource>)> {
     let subsets = rule.map(|r| r.subsets.as_slice()).unwrap_or_default();
     std::iter::once(None)
         .chain(subsets.iter().map(Some))
-        .map(|subset| one(svc, port, rule, subset, system_ca))
+        .map(|subset| one(svc, port, rule, subset, up))
         .collect()
 }
 
@@ -90,7 +110,7 @@ fn one(
     port: &Port,
     rule: Option<&DestinationRule>,
     subset: Option<&Subset>,
-    system_ca: &str,
+    up: Upstreams<'_>,
 ) -> (Resource, Option<Resource>) {
     let subset_name = subset.map_or("", |s| s.name.as_str());
     let name = names::outbound_cluster(port.number, subset_name, &svc.service.hostname);
@@ -107,7 +127,42 @@ fn one(
         http2: port.protocol.is_http2(),
         ..HttpOptions::default()
     };
-    policy.apply(&mut cluster, &mut http, &svc.service.hostname, system_ca);
+    policy.apply(
+        &mut cluster,
+        &mut http,
+        &svc.service.hostname,
+        &up.mesh.system_ca,
+    );
+    let tls = policy.tls();
+    let sni = || match tls {
+        Some(tls) if !tls.sni.is_empty() => tls.sni.clone(),
+        _ => mesh_tls::sni(port.number, subset_name, &svc.service.hostname),
+    };
+    let identities = || match tls {
+        Some(tls) if !tls.subject_alt_names.is_empty() => tls
+            .subject_alt_names
+            .iter()
+            .map(|s| s.as_str().into())
+            .collect(),
+        _ => identities(svc, &up.mesh.trust_domain),
+    };
+    match tls.map(|t| t.mode.unwrap_or(ClientTlsMode::Disable)) {
+        Some(ClientTlsMode::IstioMutual) if up.mesh_tls => {
+            cluster.transport_socket = Some(mesh_tls::upstream(&sni(), &identities(), http.http2));
+        }
+        Some(ClientTlsMode::IstioMutual) => {
+            cluster.transport_socket = Some(mesh_tls::upstream_without_identity(&sni()));
+        }
+        None if up.mesh_tls => {
+            let socket = mesh_tls::upstream(&sni(), &identities(), http.http2);
+            cluster.transport_socket_matches = auto_mtls(socket);
+        }
+        _ => {}
+    }
+    let peers = endpoint::Peers {
+        config: up.config,
+        root_namespace: &up.mesh.root_namespace,
+    };
     if let Some(options) = http_options(http) {
         cluster
             .typed_extension_protocol_options
@@ -125,13 +180,23 @@ fn one(
                 eds_config: ads(),
                 service_name: name.clone(),
             });
-            let assignment =
-                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All, labels);
+            let assignment = endpoint::load_assignment(
+                &name,
+                svc,
+                port.number,
+                endpoint::Include::All(peers),
+                labels,
+            );
             cla = Some(Resource::encode(name.as_str(), &assignment));
         }
         Resolution::Dns | Resolution::DnsRoundRobin => {
-            let mut assignment =
-                endpoint::load_assignment(&name, svc, port.number, endpoint::Include::All, labels);
+            let mut assignment = endpoint::load_assignment(
+                &name,
+                svc,
+                port.number,
+                endpoint::Include::All(peers),
+                labels,
+            );
             // LOGICAL_DNS takes exactly one host; with none, Envoy would reject the cluster.
             let logical = svc.service.resolution == Resolution::DnsRoundRobin
                 && !assignment.endpoints.is_empty();
@@ -153,6 +218,97 @@ fn one(
         }
     }
     (Resource::encode(name, &cluster), cla)
+}
+
+/// The SNI-DNAT clusters of one service port for a gateway's `AUTO_PASSTHROUGH` servers, as
+/// Istio's gateways have them: `outbound_.PORT_.SUBSET_.HOST` for the port and each subset,
+/// with the endpoints of `outbound|PORT|SUBSET|HOST` (the same EDS assignment) and the rule's
+/// policy but no TLS of their own: the client's mTLS passes through to the workload. Only
+/// for services whose endpoints come over EDS (the others have no assignment to share).
+pub(super) fn sni_dnat(
+    svc: &MergedService,
+    port: &Port,
+    rule: Option<&DestinationRule>,
+    mesh: &MeshSettings,
+) -> Vec<Resource> {
+    if svc.service.resolution != Resolution::ClientSideLb {
+        return Vec::new();
+    }
+    let subsets = rule.map(|r| r.subsets.as_slice()).unwrap_or_default();
+    let host = &svc.service.hostname;
+    std::iter::once(None)
+        .chain(subsets.iter().map(Some))
+        .filter_map(|subset| {
+            let subset_name = subset.map_or("", |s| s.name.as_str());
+            let policy = Policy::new(rule, port.number, subset).without_tls();
+            if policy.passthrough() {
+                return None;
+            }
+            let name = mesh_tls::sni(port.number, subset_name, host);
+            let mut cluster = Cluster {
+                name: name.clone(),
+                connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+                lb_policy: LbPolicy::LeastRequest as i32,
+                circuit_breakers: Some(unlimited()),
+                cluster_discovery_type: discovery(DiscoveryType::Eds),
+                eds_cluster_config: Some(EdsClusterConfig {
+                    eds_config: ads(),
+                    service_name: names::outbound_cluster(port.number, subset_name, host),
+                }),
+                ..Default::default()
+            };
+            // Connection-level settings only: what passes is TLS, not HTTP.
+            policy.apply(
+                &mut cluster,
+                &mut HttpOptions::default(),
+                host,
+                &mesh.system_ca,
+            );
+            Some(Resource::encode(name, &cluster))
+        })
+        .collect()
+}
+
+/// The identities a mesh destination's certificate may name: the service's accounts as its
+/// registry gives them (SPIFFE URIs, or a ServiceEntry's `subjectAltNames`), and each
+/// endpoint's service account as `spiffe://TRUST_DOMAIN/ns/NS/sa/SA`. Sorted, no repeats.
+fn identities(svc: &MergedService, trust_domain: &str) -> Vec<Arc<str>> {
+    let namespace = &svc.service.namespace;
+    let mut all: Vec<Arc<str>> = svc.service.service_accounts.clone();
+    all.extend(svc.endpoints.iter().filter_map(|view| {
+        let sa = view.endpoint.service_account.as_deref()?;
+        Some(format!("spiffe://{trust_domain}/ns/{namespace}/sa/{sa}").into())
+    }));
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// Istio's auto mTLS: `socket` towards endpoints whose metadata says
+/// `envoy.transport_socket_match: {tlsMode: istio}` (see `endpoint::load_assignment`),
+/// plaintext towards the others.
+fn auto_mtls(socket: TransportSocket) -> Vec<TransportSocketMatch> {
+    let istio = Struct {
+        fields: [(
+            mesh_tls::TLS_MODE_KEY.to_string(),
+            Value {
+                kind: Some(value::Kind::StringValue(mesh_tls::TLS_MODE_ISTIO.into())),
+            },
+        )]
+        .into(),
+    };
+    vec![
+        TransportSocketMatch {
+            name: "tlsMode-istio".into(),
+            r#match: Some(istio),
+            transport_socket: Some(socket),
+        },
+        TransportSocketMatch {
+            name: "tlsMode-disabled".into(),
+            r#match: Some(Struct::default()),
+            transport_socket: Some(mesh_tls::raw_buffer()),
+        },
+    ]
 }
 
 /// The upstream HTTP options entry, when there is anything to say: HTTP/2 for HTTP/2 and gRPC

@@ -2,23 +2,77 @@
 
 use std::collections::BTreeMap;
 
+use wayfinder_config::MtlsMode;
 use wayfinder_registry::{Health, Locality};
 
+use super::mesh_tls::{SOCKET_MATCH, TLS_MODE_ISTIO, TLS_MODE_KEY, TLS_MODE_LABEL};
 use super::proto::{socket_address, u32_value};
-use crate::snapshot::MergedService;
-use crate::xds::pb::core::{self, HealthStatus};
+use crate::snapshot::{MergedService, TrafficConfig};
+use crate::xds::pb::core::{self, HealthStatus, Metadata};
 use crate::xds::pb::endpoint::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
+use crate::xds::pb::protobuf::{Struct, Value, value};
 
 /// Which endpoints a load assignment carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Include {
+#[derive(Clone, Copy)]
+pub(super) enum Include<'a> {
     /// Every endpoint with its health status: Envoy sends no traffic to unhealthy or draining
-    /// ones but keeps them known.
-    All,
+    /// ones but keeps them known. Endpoints that speak mesh mTLS say so in their metadata,
+    /// for auto mTLS (see [`Peers`]).
+    All(Peers<'a>),
     /// Only healthy endpoints, for gRPC clients (which ignore the others anyway).
     Healthy,
+}
+
+/// What tells whether an endpoint speaks mesh mTLS on a port, as Istio decides it: its
+/// workload is labelled `security.istio.io/tlsMode: istio` and the PeerAuthentication in
+/// force for it (in its service's namespace) does not `DISABLE` mTLS on that port.
+#[derive(Clone, Copy)]
+pub(super) struct Peers<'a> {
+    pub(super) config: &'a TrafficConfig,
+    pub(super) root_namespace: &'a str,
+}
+
+impl Peers<'_> {
+    fn speaks_mtls(
+        &self,
+        svc: &MergedService,
+        ep: &wayfinder_registry::Endpoint,
+        port: u16,
+    ) -> bool {
+        if ep.labels.get(TLS_MODE_LABEL).map(|v| &**v) != Some(TLS_MODE_ISTIO) {
+            return false;
+        }
+        if self.config.peer_authentications().next().is_none() {
+            // No policy: PERMISSIVE everywhere.
+            return true;
+        }
+        let mtls = self
+            .config
+            .mtls_for(self.root_namespace, &svc.service.namespace, &ep.labels);
+        mtls.mode_for(port) != MtlsMode::Disable
+    }
+}
+
+/// Istio's endpoint metadata for auto mTLS: `envoy.transport_socket_match: {tlsMode: istio}`.
+fn istio_tls_mode() -> Metadata {
+    let fields = [(
+        TLS_MODE_KEY.to_string(),
+        Value {
+            kind: Some(value::Kind::StringValue(TLS_MODE_ISTIO.into())),
+        },
+    )];
+    Metadata {
+        filter_metadata: [(
+            SOCKET_MATCH.to_string(),
+            Struct {
+                fields: fields.into(),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    }
 }
 
 /// The endpoints of `svc` that serve `port` (and carry every label of `subset`), grouped by locality (in locality order, so equal
@@ -27,7 +81,7 @@ pub(super) fn load_assignment(
     name: &str,
     svc: &MergedService,
     port: u16,
-    include: Include,
+    include: Include<'_>,
     subset: Option<&BTreeMap<String, String>>,
 ) -> ClusterLoadAssignment {
     let mut by_locality: BTreeMap<&Locality, Vec<LbEndpoint>> = BTreeMap::new();
@@ -36,7 +90,7 @@ pub(super) fn load_assignment(
             continue;
         };
         let ep = &view.endpoint;
-        if include == Include::Healthy && ep.health != Health::Healthy {
+        if matches!(include, Include::Healthy) && ep.health != Health::Healthy {
             continue;
         }
         let in_subset = |labels: &BTreeMap<String, String>| {
@@ -47,6 +101,12 @@ pub(super) fn load_assignment(
         if subset.is_some_and(|labels| !in_subset(labels)) {
             continue;
         }
+        let metadata = match include {
+            Include::All(peers) if peers.speaks_mtls(svc, ep, endpoint_port) => {
+                Some(istio_tls_mode())
+            }
+            _ => None,
+        };
         let health = match ep.health {
             Health::Healthy => HealthStatus::Healthy,
             Health::Unhealthy => HealthStatus::Unhealthy,
@@ -62,7 +122,7 @@ pub(super) fn load_assignment(
                 })),
                 health_status: health as i32,
                 load_balancing_weight: u32_value(ep.weight),
-                ..Default::default()
+                metadata,
             });
     }
     let endpoints = by_locality

@@ -12,9 +12,17 @@
 //!   merges them for gateways. `tls.httpsRedirect` makes the virtual hosts require TLS.
 //! - HTTPS and TLS with `mode: SIMPLE` or `MUTUAL`: the same, behind TLS termination with the
 //!   server's certificate files, one filter chain per server (by SNI), route configuration
-//!   `https.<port>.<server index>.<gateway>.<namespace>`.
+//!   `https.<port>.<server index>.<gateway>.<namespace>`. With `mode: ISTIO_MUTUAL`, the same
+//!   behind mesh mTLS: the gateway's own workload certificate, clients with one of the mesh
+//!   (see `mesh_tls`). A gateway without a mesh certificate has none to offer, so it gets no
+//!   chain for such a server: connections are refused rather than served without mTLS.
 //! - TLS with `mode: PASSTHROUGH`: a filter chain per VirtualService `tls` rule, by SNI, to its
 //!   destinations, unterminated.
+//! - TLS with `mode: AUTO_PASSTHROUGH` (Istio's east-west gateway): one filter chain for the
+//!   server's hosts, unterminated, whose SNI names the cluster (`sni_cluster`): mesh clients
+//!   send Istio's `outbound_.PORT_.SUBSET_.HOST`, and the gateway has an SNI-DNAT cluster of
+//!   that name for each port and subset of the services it sees (`cluster::sni_dnat`). No
+//!   VirtualService is involved; the client's mTLS reaches the workload's sidecar as sent.
 //! - TCP and MONGO: the VirtualService `tcp` rules bound to the Gateway, to their destinations.
 //!
 //! A VirtualService is bound to a Gateway by naming it in `gateways` (`name` in the
@@ -24,11 +32,13 @@ use std::collections::BTreeMap;
 
 use wayfinder_config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};
 
-use super::Ctx;
-use super::listener::{mesh_http_filters, network_filter, tcp_route, tls_inspector};
+use super::cluster::{is_proxied, sni_dnat};
+use super::listener::{mesh_http_filters, network_filter, tcp_proxy, tcp_route, tls_inspector};
+use super::mesh_tls;
 use super::proto::{ads, any, socket_address};
 use super::route::Destinations;
 use super::route::http::{Bound, routes};
+use super::{Ctx, MeshSettings};
 use crate::snapshot::rules::{host_matches, resolve_host};
 use crate::xds::names;
 use crate::xds::pb::core::{
@@ -51,8 +61,8 @@ struct GatewayServer<'a> {
     server: &'a Server,
 }
 
-/// Listeners and route configurations for a gateway proxy.
-pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy) -> [ResourceSet; 2] {
+/// Listeners, route configurations and SNI-DNAT clusters for a gateway proxy.
+pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy, mesh: &MeshSettings) -> [ResourceSet; 3] {
     let mut by_port: BTreeMap<u32, Vec<GatewayServer<'_>>> = BTreeMap::new();
     for (meta, gw) in ctx
         .model
@@ -73,6 +83,7 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy) -> [ResourceSet; 2] {
     }
     let mut listeners = ResourceSet::new();
     let mut route_configs = ResourceSet::new();
+    let mut auto_passthrough = false;
     for (number, servers) in &by_port {
         let Ok(port) = u16::try_from(*number) else {
             continue;
@@ -93,12 +104,30 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy) -> [ResourceSet; 2] {
                     inspect_tls = true;
                     chains.extend(passthrough_chains(ctx, b, port));
                 }
+                ("HTTPS" | "TLS", Some(ServerTlsMode::AutoPassthrough)) => {
+                    inspect_tls = true;
+                    auto_passthrough = true;
+                    chains.push(FilterChain {
+                        filter_chain_match: server_names(&b.server.hosts),
+                        filters: vec![
+                            network_filter(
+                                "envoy.filters.network.sni_cluster",
+                                any(&crate::xds::pb::sni_cluster::SniCluster {}),
+                            ),
+                            // The cluster is the SNI's; this one is never used.
+                            tcp_proxy(names::BLACKHOLE_CLUSTER, names::BLACKHOLE_CLUSTER),
+                        ],
+                        ..Default::default()
+                    });
+                }
+                ("HTTPS" | "TLS", Some(ServerTlsMode::IstioMutual)) if !proxy.mesh_tls() => {}
                 (
                     "HTTPS" | "TLS",
                     Some(
                         ServerTlsMode::Simple
                         | ServerTlsMode::Mutual
-                        | ServerTlsMode::OptionalMutual,
+                        | ServerTlsMode::OptionalMutual
+                        | ServerTlsMode::IstioMutual,
                     ),
                 ) => {
                     inspect_tls = true;
@@ -158,7 +187,18 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy) -> [ResourceSet; 2] {
         };
         insert(&mut listeners, Resource::encode(name, &listener));
     }
-    [listeners, route_configs]
+    let mut clusters = ResourceSet::new();
+    if auto_passthrough {
+        for svc in &ctx.visible {
+            let rule = ctx.rule(svc).map(|(_, dr)| dr);
+            for port in svc.service.ports.iter().filter(|p| is_proxied(p.protocol)) {
+                for cluster in sni_dnat(svc, port, rule, mesh) {
+                    insert(&mut clusters, cluster);
+                }
+            }
+        }
+    }
+    [listeners, route_configs, clusters]
 }
 
 /// True when every selector label is among the proxy's labels.
@@ -302,6 +342,9 @@ fn server_names(hosts: &[String]) -> Option<FilterChainMatch> {
 
 fn tls_termination(server: &Server) -> Option<TransportSocket> {
     let tls = server.tls.as_ref()?;
+    if tls.mode == Some(ServerTlsMode::IstioMutual) {
+        return Some(mesh_tls::downstream(true));
+    }
     let file = |p: &str| {
         Some(DataSource {
             specifier: Some(data_source::Specifier::Filename(p.to_string())),

@@ -6,8 +6,11 @@ use std::net::IpAddr;
 
 use wayfinder_registry::Protocol;
 
+use wayfinder_config::{EffectiveMtls, MtlsMode};
+
 use super::cluster::discovery;
-use super::listener::{blackhole_chain, network_filter, router_filter, tcp_proxy};
+use super::listener::{blackhole_chain, network_filter, router_filter, tcp_proxy, tls_inspector};
+use super::mesh_tls;
 use super::proto::{any, seconds, socket_address, u32_value};
 use crate::snapshot::Snapshot;
 use crate::xds::names;
@@ -16,11 +19,15 @@ use crate::xds::pb::core::TrafficDirection;
 use crate::xds::pb::endpoint::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
-use crate::xds::pb::hcm::{HttpConnectionManager, http_connection_manager};
+use crate::xds::pb::hcm::HttpConnectionManager;
+use crate::xds::pb::hcm::http_connection_manager::{
+    self, ForwardClientCertDetails, SetCurrentClientCertDetails,
+};
 use crate::xds::pb::listener::{
-    FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use crate::xds::pb::original_dst::OriginalDst;
+use crate::xds::pb::protobuf::BoolValue;
 use crate::xds::pb::route::RouteConfiguration;
 use crate::xds::proxy::{ListenSettings, Proxy};
 use crate::xds::resource::{Resource, ResourceSet, insert};
@@ -101,47 +108,84 @@ pub(super) fn clusters(ports: &Ports) -> ResourceSet {
     set
 }
 
-/// `virtualInbound` on the inbound capture port: a filter chain per instance port (HTTP ports
+/// `virtualInbound` on the inbound capture port: filter chains per instance port (HTTP ports
 /// through a connection manager, others through `tcp_proxy`), connections to the capture port
 /// itself dropped, and anything else passed through.
-pub(super) fn listener(ports: &Ports, listen: &ListenSettings) -> ResourceSet {
+///
+/// `mtls` is the PeerAuthentication in force for a proxy that holds a mesh certificate (none
+/// for a proxy without one: plaintext only). Then a TLS inspector tells TLS from plaintext
+/// and each port's chains follow its mode, as in Istio:
+/// - `STRICT`: only mesh mTLS (a client certificate of the mesh is required); plaintext to
+///   the port matches no chain, and Envoy closes the connection;
+/// - `PERMISSIVE`: mesh mTLS (TLS with Istio's ALPN), plaintext, and other TLS passed through
+///   to the workload as TCP;
+/// - `DISABLE`: plaintext (and anything else) as without a certificate.
+///
+/// The catch-all for other ports follows the workload's mode: under `STRICT` it also requires
+/// mesh mTLS. Behind mesh mTLS, HTTP chains append the client's identity to
+/// `x-forwarded-client-cert` (`APPEND_FORWARD` with URI, DNS and subject, as Istio's inbound
+/// does); plaintext chains remove any such header a client sends (Envoy's `SANITIZE`).
+pub(super) fn listener(
+    ports: &Ports,
+    listen: &ListenSettings,
+    mtls: Option<&EffectiveMtls>,
+) -> ResourceSet {
     let mut chains: Vec<FilterChain> =
         blackhole_chain("virtualInbound-blackhole", listen.inbound_port)
             .into_iter()
             .collect();
     for (&port, &protocol) in ports {
         let cluster = names::inbound_cluster(port);
-        let filter = if protocol.is_http() {
-            let stat_prefix = format!("inbound_{}", names::listener(&listen.address, port));
-            inbound_http(&stat_prefix, &cluster)
-        } else {
-            tcp_proxy(&cluster, &cluster)
+        let http = protocol.is_http();
+        let stat_prefix = format!("inbound_{}", names::listener(&listen.address, port));
+        let filter = |mtls: bool| {
+            if http {
+                inbound_http(&stat_prefix, &cluster, mtls)
+            } else {
+                tcp_proxy(&cluster, &cluster)
+            }
         };
-        chains.push(FilterChain {
-            name: cluster.clone(),
-            filter_chain_match: Some(port_match(port)),
-            filters: vec![filter],
-            ..Default::default()
-        });
+        let mode = mtls.map(|m| m.mode_for(port));
+        chains.extend(by_mode(
+            mode,
+            &cluster,
+            Some(port),
+            http,
+            filter,
+            &tcp_proxy(&cluster, &cluster),
+        ));
     }
-    chains.push(FilterChain {
-        name: "virtualInbound-catchall-tcp".into(),
-        filters: vec![tcp_proxy(
-            names::INBOUND_PASSTHROUGH_CLUSTER,
-            names::INBOUND_PASSTHROUGH_CLUSTER,
-        )],
+    let passthrough = tcp_proxy(
+        names::INBOUND_PASSTHROUGH_CLUSTER,
+        names::INBOUND_PASSTHROUGH_CLUSTER,
+    );
+    // Other ports: plaintext and any TLS passed through, unless the workload is STRICT.
+    let catch_all = mtls.map(|m| m.mode).filter(|m| *m == MtlsMode::Strict);
+    chains.extend(by_mode(
+        catch_all,
+        "virtualInbound-catchall-tcp",
+        None,
+        false,
+        |_| passthrough.clone(),
+        &passthrough,
+    ));
+    let mut listener_filters = vec![ListenerFilter {
+        name: "envoy.filters.listener.original_dst".into(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+            &OriginalDst::default(),
+        ))),
         ..Default::default()
-    });
+    }];
+    if mtls.is_some() {
+        listener_filters.push(tls_inspector());
+    }
     let listener = Listener {
         name: names::VIRTUAL_INBOUND.into(),
         address: socket_address(&listen.address, listen.inbound_port),
-        listener_filters: vec![ListenerFilter {
-            name: "envoy.filters.listener.original_dst".into(),
-            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                &OriginalDst::default(),
-            ))),
-            ..Default::default()
-        }],
+        listener_filters,
+        // A client that sends nothing first (a server-first protocol) is not held by the TLS
+        // inspector forever: after Envoy's listener filter timeout (15 s) it is plaintext.
+        continue_on_listener_filters_timeout: mtls.is_some(),
         traffic_direction: TrafficDirection::Inbound as i32,
         filter_chains: chains,
         ..Default::default()
@@ -154,15 +198,59 @@ pub(super) fn listener(ports: &Ports, listen: &ListenSettings) -> ResourceSet {
     set
 }
 
-fn port_match(port: u16) -> FilterChainMatch {
-    FilterChainMatch {
-        destination_port: u32_value(u32::from(port)),
+/// The filter chains of one port (`None`: the catch-all) under `mode` (`None`: a proxy without
+/// a mesh certificate). `filter(mtls)` is the port's filter behind mesh mTLS or plaintext,
+/// `tls_passthrough` what other TLS goes to under PERMISSIVE.
+fn by_mode(
+    mode: Option<MtlsMode>,
+    name: &str,
+    port: Option<u16>,
+    http: bool,
+    filter: impl Fn(bool) -> Filter,
+    tls_passthrough: &Filter,
+) -> Vec<FilterChain> {
+    let matching = |transport: &str, alpn: &[&str]| FilterChainMatch {
+        destination_port: port.and_then(|p| u32_value(u32::from(p))),
+        transport_protocol: transport.into(),
+        application_protocols: alpn.iter().map(ToString::to_string).collect(),
         ..Default::default()
+    };
+    let mesh = |alpn: &[&str]| FilterChain {
+        name: format!("{name}-mtls"),
+        filter_chain_match: Some(matching("tls", alpn)),
+        filters: vec![filter(true)],
+        transport_socket: Some(mesh_tls::downstream(http)),
+        ..Default::default()
+    };
+    match mode {
+        None | Some(MtlsMode::Disable) => vec![FilterChain {
+            name: name.into(),
+            filter_chain_match: Some(matching("", &[])),
+            filters: vec![filter(false)],
+            ..Default::default()
+        }],
+        Some(MtlsMode::Strict) => vec![mesh(&[])],
+        Some(MtlsMode::Permissive | MtlsMode::Unset) => vec![
+            mesh(&mesh_tls::ALPN_MESH),
+            FilterChain {
+                name: name.into(),
+                filter_chain_match: Some(matching("raw_buffer", &[])),
+                filters: vec![filter(false)],
+                ..Default::default()
+            },
+            FilterChain {
+                name: format!("{name}-tls"),
+                filter_chain_match: Some(matching("tls", &[])),
+                filters: vec![tls_passthrough.clone()],
+                ..Default::default()
+            },
+        ],
     }
 }
 
-/// An HTTP connection manager with an inline route sending everything to `cluster`.
-fn inbound_http(stat_prefix: &str, cluster: &str) -> crate::xds::pb::listener::Filter {
+/// An HTTP connection manager with an inline route sending everything to `cluster`; behind
+/// mesh mTLS (`mtls`), it appends the client's identity to `x-forwarded-client-cert`.
+fn inbound_http(stat_prefix: &str, cluster: &str, mtls: bool) -> Filter {
     let route_config = RouteConfiguration {
         name: cluster.to_string(),
         virtual_hosts: vec![crate::xds::pb::route::VirtualHost {
@@ -179,7 +267,7 @@ fn inbound_http(stat_prefix: &str, cluster: &str) -> crate::xds::pb::listener::F
         validate_clusters: Some(crate::xds::pb::protobuf::BoolValue { value: false }),
         ..Default::default()
     };
-    let hcm = HttpConnectionManager {
+    let mut hcm = HttpConnectionManager {
         stat_prefix: stat_prefix.to_string(),
         route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(
             route_config,
@@ -187,5 +275,14 @@ fn inbound_http(stat_prefix: &str, cluster: &str) -> crate::xds::pb::listener::F
         http_filters: vec![router_filter()],
         ..Default::default()
     };
+    if mtls {
+        hcm.forward_client_cert_details = ForwardClientCertDetails::AppendForward as i32;
+        hcm.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
+            subject: Some(BoolValue { value: true }),
+            dns: true,
+            uri: true,
+            ..Default::default()
+        });
+    }
     network_filter("envoy.filters.network.http_connection_manager", any(&hcm))
 }

@@ -39,7 +39,7 @@ impl Value for Arc<Layer> {
     const COMPARED: bool = true;
 }
 
-impl Value for [Arc<Layer>; 2] {
+impl<const N: usize> Value for [Arc<Layer>; N] {
     const COMPARED: bool = true;
 }
 

@@ -99,6 +99,17 @@ impl<'a> Policy<'a> {
         }
     }
 
+    /// The same policy without its TLS settings: a cluster that passes its clients' TLS
+    /// through (a gateway's `AUTO_PASSTHROUGH`) originates none.
+    pub(super) fn without_tls(self) -> Self {
+        Self { tls: None, ..self }
+    }
+
+    /// The client TLS settings in force, if any layer gives them.
+    pub(super) fn tls(&self) -> Option<&'a ClientTlsSettings> {
+        self.tls
+    }
+
     /// The route hash policies consistent hashing needs.
     pub(super) fn hash_policies(&self) -> Vec<HashPolicy> {
         let Some(hash) = self.lb.and_then(|lb| lb.consistent_hash.as_ref()) else {

@@ -1,6 +1,7 @@
 //! What a new snapshot reuses from the previous one, and what its layers say changed.
 
 mod invalidation;
+mod mesh_tls;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -136,7 +136,19 @@ pub(super) fn originate(tls: &ClientTlsSettings, to: Upstream<'_>) -> Originatio
 /// (which a wildcard certificate matches). Istio's untyped matcher tries every type; a name
 /// can only ever equal a SAN of its own type, so this is the same check.
 fn san_matcher(name: &str) -> SubjectAltNameMatcher {
-    let san_type = if name.parse::<IpAddr>().is_ok() {
+    SubjectAltNameMatcher {
+        san_type: san_type(name) as i32,
+        matcher: Some(StringMatcher {
+            match_pattern: Some(string_matcher::MatchPattern::Exact(name.to_string())),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The SAN type a name is written as (see [`san_matcher`]).
+pub(super) fn san_type(name: &str) -> SanType {
+    if name.parse::<IpAddr>().is_ok() {
         SanType::IpAddress
     } else if name.contains("://") {
         SanType::Uri
@@ -144,14 +156,6 @@ fn san_matcher(name: &str) -> SubjectAltNameMatcher {
         SanType::Email
     } else {
         SanType::Dns
-    };
-    SubjectAltNameMatcher {
-        san_type: san_type as i32,
-        matcher: Some(StringMatcher {
-            match_pattern: Some(string_matcher::MatchPattern::Exact(name.to_string())),
-            ..Default::default()
-        }),
-        ..Default::default()
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::support::binary::{Wayfinder, get, path};
 use crate::support::eventually;
-use crate::support::fixtures::write;
+use crate::support::fixtures::{istio_file, write};
 
 use super::DR;
 
@@ -27,14 +27,6 @@ spec:
       weight: {weight}
 "
     )
-}
-
-/// A file of Istio's corpus copied into `tests/it/istio`.
-fn istio_file(name: &str) -> String {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/istio")
-        .join(name);
-    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("read {}: {e}", file.display()))
 }
 
 async fn start(dir: &Path) -> Wayfinder {

@@ -137,3 +137,11 @@ pub(crate) fn service_entry(
     }
     text
 }
+
+/// A file of Istio's corpus copied into `tests/it/istio` (see its README).
+pub(crate) fn istio_file(name: &str) -> String {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/istio")
+        .join(name);
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("read {}: {e}", file.display()))
+}

@@ -66,7 +66,7 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         http_addr: loopback,
         monitoring_addr: loopback,
         ready_requires_healthy: false,
-        system_ca_file: wayfinder::xds::DEFAULT_SYSTEM_CA_FILE.into(),
+        mesh: Default::default(),
         debug_token: None,
         auto_registration: None,
         limits,

@@ -314,11 +314,37 @@ fn workload_entries_map_to_endpoints() {
     let ep = &workload.endpoint;
     assert_eq!(&*ep.address, "10.0.1.1");
     assert_eq!(ep.ports.get("http"), Some(&8081));
-    assert_eq!(ep.labels.len(), 2);
+    // Its own two, and Istio's mark of a workload with a service account: it speaks mesh
+    // mTLS (auto mTLS sends it TLS).
+    assert_eq!(ep.labels.len(), 3, "{:?}", ep.labels);
+    assert_eq!(
+        ep.labels.get(crate::TLS_MODE_LABEL).map(|v| &**v),
+        Some("istio")
+    );
     assert_eq!(&*ep.locality.region, "eu-west1");
     assert_eq!(ep.weight, 5);
     assert_eq!(&*ep.network, "vm-net");
     assert_eq!(ep.service_account.as_deref(), Some("payments-vm"));
+
+    // A label of its own wins; without a service account, no mark.
+    for (spec, want) in [
+        (
+            "{address: 10.0.1.2, serviceAccount: sa, labels: {security.istio.io/tlsMode: disabled}}",
+            Some("disabled"),
+        ),
+        ("{address: 10.0.1.3}", None),
+    ] {
+        let text = format!(
+            "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: w}}\nspec: {spec}\n"
+        );
+        let file = contents("we.yaml", &text).unwrap();
+        let labels = &file.workloads[0].endpoint.labels;
+        assert_eq!(
+            labels.get(crate::TLS_MODE_LABEL).map(|v| &**v),
+            want,
+            "{spec}"
+        );
+    }
 
     let err = error(
         "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: x}\nspec: {labels: {a: b}}\n",

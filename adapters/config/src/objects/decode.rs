@@ -2,7 +2,8 @@
 //! its metadata handled as the File registry handles it (lenient, `default` namespace), the
 //! fields its spec types skipped judged by [`crate::fields`] (Istio's: a warning; a typo: an
 //! error), and every object checked by [`validate`] plus the rules no spec can break on its own
-//! (a name). Documents that do not parse, and security policies, are refused on their own.
+//! (a name). Documents that do not parse, and the security policies wayfinder does not read
+//! (see [`crate::security`]), are refused on their own.
 //!
 //! Nothing here logs: the config source logs what it skips and the warnings it finds, the
 //! offline check turns them into report lines, and neither wants the other's output.
@@ -43,7 +44,7 @@ pub(crate) enum Item {
         meta: TypeMeta,
     },
     /// A document refused before it could be judged as an object: it does not parse, or it
-    /// is a security policy, which wayfinder must not ignore and does not enforce yet.
+    /// is a security policy wayfinder must not ignore and does not enforce yet.
     Refused(Rejected),
 }
 
@@ -163,9 +164,12 @@ pub(crate) fn read(path: &std::path::Path, bytes: &[u8], validator: Validator) -
 pub(crate) fn unknown_kind(meta: &TypeMeta) -> String {
     format!(
         "skipping {meta}: an unknown kind (wayfinder reads ServiceEntry, WorkloadEntry, \
-         VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}})",
+         VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}}, and \
+         PeerAuthentication of {}/{{{}}})",
         istio::GROUP,
         istio::VERSIONS.join(","),
+        security::GROUP,
+        security::VERSIONS.join(","),
     )
 }
 
@@ -244,7 +248,11 @@ impl Decoded {
 
 impl Decode for Box<Decoded> {
     fn accepts(meta: &TypeMeta) -> bool {
-        istio::is_networking(meta) && Kind::from_name(&meta.kind).is_some()
+        match Kind::from_name(&meta.kind) {
+            Some(Kind::PeerAuthentication) => security::is_read(meta),
+            Some(_) => istio::is_networking(meta),
+            None => false,
+        }
     }
 
     fn decode<'de, D: Deserializer<'de>>(meta: &TypeMeta, de: D) -> Result<Self, D::Error> {
@@ -260,6 +268,9 @@ impl Decode for Box<Decoded> {
             Some(Kind::WorkloadGroup) => Decoded::new(Object::deserialize(de)?, |wg| {
                 ConfigSpec::WorkloadGroup(Box::new(wg))
             }),
+            Some(Kind::PeerAuthentication) => {
+                Decoded::new(Object::deserialize(de)?, ConfigSpec::PeerAuthentication)
+            }
             None => return Err(D::Error::custom(format!("unexpected kind {}", meta.kind))),
         })
     }

@@ -2,6 +2,8 @@
 //! validator rejects objects labelled `broken`, so the per-object rules are tested whatever
 //! the real validator's rules are.
 
+mod security;
+
 use std::path::{Path, PathBuf};
 
 use wayfinder_registry::RegistryError;

@@ -147,11 +147,18 @@ fn check_tls(p: &mut Problems, path: &str, t: &ServerTlsSettings, family: Family
         return;
     }
     match mode {
-        ServerTlsMode::AutoPassthrough | ServerTlsMode::IstioMutual => p.error(
-            format!("{path}.mode"),
-            "not supported: wayfinder has no mesh certificates or multi-network gateways; use \
-             SIMPLE, MUTUAL or PASSTHROUGH",
+        ServerTlsMode::AutoPassthrough if has_certs => p.warn(
+            path,
+            "AUTO_PASSTHROUGH does not terminate TLS: its certificates are ignored",
         ),
+        ServerTlsMode::AutoPassthrough => {}
+        // As Istio: the gateway's mesh certificate, never files or a secret.
+        ServerTlsMode::IstioMutual if has_certs => p.error(
+            path,
+            "ISTIO_MUTUAL uses the gateway's mesh certificate: serverCertificate, privateKey, \
+             caCertificates and credentialName cannot be given with it",
+        ),
+        ServerTlsMode::IstioMutual => {}
         ServerTlsMode::Passthrough if has_certs => p.warn(
             path,
             "PASSTHROUGH does not terminate TLS: its certificates are ignored",

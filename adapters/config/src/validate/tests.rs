@@ -5,6 +5,7 @@ mod destination_rule;
 mod gateway;
 mod http;
 mod names;
+mod peer_authentication;
 mod sidecar;
 mod virtual_service;
 mod workload_group;

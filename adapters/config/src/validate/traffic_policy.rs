@@ -237,11 +237,16 @@ fn check_outlier_detection(p: &mut Problems, path: &str, o: &OutlierDetection) {
 
 fn check_tls(p: &mut Problems, path: &str, t: &ClientTlsSettings) {
     let mode = t.mode.unwrap_or(ClientTlsMode::Disable);
-    if mode == ClientTlsMode::IstioMutual {
+    // As Istio: mesh mTLS takes its certificates from the mesh, never from files.
+    let given = !t.client_certificate.is_empty()
+        || !t.private_key.is_empty()
+        || !t.ca_certificates.is_empty()
+        || !t.credential_name.is_empty();
+    if mode == ClientTlsMode::IstioMutual && given {
         p.error(
             format!("{path}.mode"),
-            "ISTIO_MUTUAL needs mesh certificates, which wayfinder does not issue yet; use SIMPLE \
-             or MUTUAL with certificate files",
+            "ISTIO_MUTUAL uses the mesh's certificates: clientCertificate, privateKey, \
+             caCertificates and credentialName cannot be given with it",
         );
     }
     if !t.credential_name.is_empty() {

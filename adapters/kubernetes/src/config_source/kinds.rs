@@ -8,7 +8,7 @@ use super::Target;
 /// The API group of Istio's networking objects.
 const NETWORKING: &str = "networking.istio.io";
 
-/// The API group of Istio's security policies.
+/// The API group of Istio's security policies (`PeerAuthentication` and the refused ones).
 const SECURITY: &str = "security.istio.io";
 
 /// The versions tried, in order: the first one served is watched. `v1` since Istio 1.22
@@ -26,9 +26,10 @@ pub(super) struct ApiKind {
     pub(super) plural: &'static str,
 }
 
-/// The kinds of the config source. The security policies are read only to be refused, each
-/// with an error and a Kubernetes Event, until wayfinder enforces them: a mesh moved to
-/// wayfinder must not lose its DENY rules without a word.
+/// The kinds of the config source. `PeerAuthentication` is read as the networking kinds are;
+/// `AuthorizationPolicy` and `RequestAuthentication` are read only to be refused, each with an
+/// error and a Kubernetes Event, until wayfinder enforces them: a mesh moved to wayfinder must
+/// not lose its DENY rules without a word.
 pub(super) const CONFIG: [ApiKind; 8] = [
     ApiKind::new(NETWORKING, "VirtualService", "virtualservices"),
     ApiKind::new(NETWORKING, "DestinationRule", "destinationrules"),

@@ -1,16 +1,17 @@
 //! The config source's stream contract, and what becomes of invalid objects: an error item, a
-//! Warning Event on the object, the last good version kept.
+//! Warning Event on the object, the last good version kept. PeerAuthentication is read as the
+//! networking kinds are.
 
 use std::collections::BTreeSet;
 
 use serde_json::json;
-use wayfinder_config::{ConfigEvent, Kind};
+use wayfinder_config::{ConfigEvent, ConfigSpec, Kind, MtlsMode};
 use wayfinder_kubernetes::fake::FakeApiServer;
 use wayfinder_registry::RegistryError;
 
 use crate::support::{
-    Items, config_source, config_source_in, destination_rule, events_about, eventually, key,
-    virtual_service, vs_origin, weight,
+    CLUSTER, Items, config_source, config_source_in, destination_rule, events_about, eventually,
+    key, virtual_service, vs_origin, weight,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,4 +184,70 @@ async fn rejected_with_one_event(items: &mut Items<ConfigEvent>, fake: &FakeApiS
     assert_eq!(err.origin(), vs_origin(name));
     let what = format!("{name}'s Event");
     eventually(&what, || events_about(fake, name).len(), |n| *n == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_authentications_are_read_and_one_with_ports_but_no_selector_is_refused() {
+    let fake = FakeApiServer::start().await;
+    let policy = |name: &str, spec: serde_json::Value| {
+        json!({
+            "apiVersion": "security.istio.io/v1",
+            "kind": "PeerAuthentication",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": spec,
+        })
+    };
+    fake.apply(policy("default", json!({"mtls": {"mode": "STRICT"}})));
+    // JSON keys are strings: the API server's form of `portLevelMtls: {8080: …}`.
+    fake.apply(policy(
+        "finance",
+        json!({
+            "selector": {"matchLabels": {"app": "finance"}},
+            "portLevelMtls": {"8080": {"mode": "DISABLE"}},
+        }),
+    ));
+    let mut items = config_source(fake.client());
+    let objects = items.reset().await;
+    let keys: BTreeSet<_> = objects.iter().map(|o| o.key()).collect();
+    let want = [
+        key(Kind::PeerAuthentication, "default"),
+        key(Kind::PeerAuthentication, "finance"),
+    ];
+    assert_eq!(keys, BTreeSet::from(want));
+    let finance = objects.iter().find(|o| &*o.meta.name == "finance").unwrap();
+    let ConfigSpec::PeerAuthentication(pa) = &finance.spec else {
+        panic!("not a PeerAuthentication: {finance:?}");
+    };
+    assert_eq!(pa.port_level_mtls[&8080].mode, MtlsMode::Disable);
+
+    fake.apply(policy(
+        "bad",
+        json!({"portLevelMtls": {"8080": {"mode": "DISABLE"}}}),
+    ));
+    assert_eq!(items.refused().await, ["bad"]);
+    let err = items.error().await;
+    let RegistryError::Invalid { origin, detail } = &err else {
+        panic!("expected Invalid, got {err:?}");
+    };
+    assert_eq!(
+        origin,
+        &format!(
+            "{CLUSTER}: /apis/security.istio.io/v1/namespaces/default/peerauthentications/bad"
+        )
+    );
+    assert!(
+        detail
+            .starts_with("PeerAuthentication default/bad: spec.portLevelMtls: requires a selector"),
+        "{detail}"
+    );
+    let events = eventually(
+        "the Event",
+        || events_about(&fake, "bad"),
+        |e| !e.is_empty(),
+    )
+    .await;
+    let involved = &events[0]["involvedObject"];
+    assert_eq!(involved["apiVersion"], "security.istio.io/v1");
+    assert_eq!(involved["kind"], "PeerAuthentication");
+    items.stop().await;
 }

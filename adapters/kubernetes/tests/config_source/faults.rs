@@ -9,8 +9,8 @@ use crate::support::{
     CLUSTER, Items, client_without_retries, config_source, key, virtual_service, weight,
 };
 
-/// The watched kinds, by group: Istio's networking kinds, and the security policies the
-/// source reads to refuse them. Every one must be here: after the fault, the first watch to
+/// The watched kinds, by group: Istio's networking kinds, `PeerAuthentication`, and the
+/// security policies the source reads to refuse them. Every one must be here: after the fault, the first watch to
 /// fail names the error, and which one that is depends on timing.
 const PLURALS: [(&str, &str); 8] = [
     ("networking.istio.io", "virtualservices"),

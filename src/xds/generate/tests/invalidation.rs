@@ -51,7 +51,7 @@ type Change = fn(&Snapshot) -> Snapshot;
 /// everything; `grpc_routing`, `listeners`, `gateways` and `routes` everything but endpoints;
 /// `inbound` nothing but its key.
 #[rustfmt::skip]
-const CASES: [(&str, Change, [Rebuilt; 9]); 9] = [
+const CASES: [(&str, Change, [Rebuilt; 9]); 10] = [
     // Columns: sidecar_services, grpc_services, outbound, grpc_scopes, grpc_routing,
     // listeners, gateways, routes, inbound.
     ("nothing",             unchanged,         [No,   No,   No,  No,  No,  No,  No,  No,  No]),
@@ -63,6 +63,9 @@ const CASES: [(&str, Change, [Rebuilt; 9]); 9] = [
     ("a DestinationRule",   destination_rule,  [All,  All,  All, All, All, All, All, All, No]),
     ("a Gateway",           gateway,           [All,  All,  All, All, All, All, All, All, No]),
     ("a Sidecar",           scoping,           [All,  All,  All, All, All, All, All, All, No]),
+    // The mesh sidecar's inbound key holds its PeerAuthentication mode: its layers are made
+    // for a new key, none rebuilt; the plaintext sidecar's are carried.
+    ("a PeerAuthentication", peer_authentication, [All, All, All, All, All, All, All, All, No]),
 ];
 
 #[test]
@@ -110,7 +113,7 @@ impl XdsSnapshot {
         let Self {
             model: _,
             domain: _,
-            system_ca: _,
+            mesh: _,
             published: _,
             sidecar_services,
             grpc_services,
@@ -176,8 +179,9 @@ fn serve(snap: &XdsSnapshot) -> Vec<(String, Vec<Resource>)> {
     out
 }
 
-/// A sidecar, one scoped by the Sidecar object, a gateway, and a proxyless gRPC client.
-fn proxies() -> [Proxy; 4] {
+/// A sidecar, the same sidecar with a mesh certificate, one scoped by the Sidecar object, a
+/// gateway with a mesh certificate, and a proxyless gRPC client.
+fn proxies() -> [Proxy; 5] {
     let labelled = |id: &str, ip: [u8; 4], kind, label: (&str, &str)| Proxy {
         id: id.into(),
         kind,
@@ -185,20 +189,28 @@ fn proxies() -> [Proxy; 4] {
         labels: [(label.0.to_string(), label.1.to_string())].into(),
         ..sidecar()
     };
+    let mesh = |proxy: Proxy| Proxy {
+        certificate: Some((
+            "spiffe://cluster.local/ns/default/sa/app".into(),
+            "2030-01-01T00:00:00Z".into(),
+        )),
+        ..proxy
+    };
     [
         sidecar(),
+        mesh(sidecar()),
         labelled(
             "sidecar~10.0.0.2~scoped.default~default.svc.cluster.local",
             [10, 0, 0, 2],
             ProxyKind::Sidecar,
             ("app", "scoped"),
         ),
-        labelled(
+        mesh(labelled(
             "router~10.0.0.3~ingress.default~default.svc.cluster.local",
             [10, 0, 0, 3],
             ProxyKind::Router,
             ("istio", "ingressgateway"),
-        ),
+        )),
         grpc_client(),
     ]
 }
@@ -218,7 +230,7 @@ fn registrations() -> Vec<Registration> {
 
 fn base() -> Snapshot {
     let model = snapshot_with_config(mock(registrations()), config(None)).unwrap();
-    assert_eq!(model.config.objects.len(), 5, "every object is valid");
+    assert_eq!(model.config.objects.len(), 6, "every object is valid");
     model
 }
 
@@ -228,8 +240,8 @@ fn mock(registrations: Vec<Registration>) -> Vec<(RegistryId, Vec<Registration>)
 
 /// A DestinationRule with a subset and a VirtualService to it for svc-1, a Gateway and a
 /// VirtualService bound to it routing to svc-2 (whose port the route takes from its
-/// definition), and a Sidecar that lets the `app: scoped` workload see svc-0 only. The object
-/// of kind `edited` is changed.
+/// definition), a Sidecar that lets the `app: scoped` workload see svc-0 only, and the
+/// namespace's PeerAuthentication. The object of kind `edited` is changed.
 fn config(edited: Option<Kind>) -> Vec<ConfigObject> {
     let yaml = |kind: Kind, before: &str, after: &str| -> String {
         if edited == Some(kind) { after } else { before }.to_string()
@@ -254,6 +266,11 @@ fn config(edited: Option<Kind>) -> Vec<ConfigObject> {
         "{workloadSelector: {labels: {app: scoped}}, egress: [{hosts: [./svc-0.default.svc.cluster.local]}]}",
         "{workloadSelector: {labels: {app: scoped}}, egress: [{hosts: [./svc-1.default.svc.cluster.local]}]}",
     );
+    let peers = yaml(
+        Kind::PeerAuthentication,
+        "{mtls: {mode: STRICT}}",
+        "{mtls: {mode: PERMISSIVE}}",
+    );
     let ingress = "{hosts: [svc-2.example.com], gateways: [ingress], http: [{route: [{destination: {host: svc-2}}]}]}";
     [
         ("svc-1", ConfigSpec::DestinationRule(Box::new(parse(&rule)))),
@@ -261,6 +278,7 @@ fn config(edited: Option<Kind>) -> Vec<ConfigObject> {
         ("ingress", ConfigSpec::Gateway(parse(&gateway))),
         ("ingress", ConfigSpec::VirtualService(parse(ingress))),
         ("scoped", ConfigSpec::Sidecar(parse(&scoped))),
+        ("default", ConfigSpec::PeerAuthentication(parse(&peers))),
     ]
     .into_iter()
     .map(|(name, spec)| ConfigObject {
@@ -333,6 +351,10 @@ fn gateway(before: &Snapshot) -> Snapshot {
 
 fn scoping(before: &Snapshot) -> Snapshot {
     edited(before, Kind::Sidecar)
+}
+
+fn peer_authentication(before: &Snapshot) -> Snapshot {
+    edited(before, Kind::PeerAuthentication)
 }
 
 /// `before` with the object of `kind` changed, its services shared.

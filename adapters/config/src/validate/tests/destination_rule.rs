@@ -200,7 +200,15 @@ fn connection_pool_and_outlier_detection() {
 #[test]
 fn client_tls() {
     assert_policy(&[
-        ("{tls: {mode: ISTIO_MUTUAL}}", &[".tls.mode"]),
+        ("{tls: {mode: ISTIO_MUTUAL}}", &[]),
+        (
+            "{tls: {mode: ISTIO_MUTUAL, sni: r, subjectAltNames: [spiffe://td/ns/a/sa/r]}}",
+            &[],
+        ),
+        (
+            "{tls: {mode: ISTIO_MUTUAL, caCertificates: /ca.pem}}",
+            &[".tls.mode"],
+        ),
         (
             "{tls: {mode: MUTUAL}}",
             &[".tls.clientCertificate", ".tls.privateKey"],
@@ -222,11 +230,13 @@ fn client_tls() {
             &[".tls.insecureSkipVerify"],
         ),
     ]);
-    let problems = validate(&dr("{host: r, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}"));
+    let problems = validate(&dr(
+        "{host: r, trafficPolicy: {tls: {mode: ISTIO_MUTUAL, clientCertificate: /c.pem}}}",
+    ));
     assert_eq!(
         problems[0].message,
-        "ISTIO_MUTUAL needs mesh certificates, which wayfinder does not issue yet; use SIMPLE or \
-         MUTUAL with certificate files"
+        "ISTIO_MUTUAL uses the mesh's certificates: clientCertificate, privateKey, \
+         caCertificates and credentialName cannot be given with it"
     );
 }
 

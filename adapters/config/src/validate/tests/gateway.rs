@@ -126,11 +126,12 @@ fn tls_settings() {
         ),
         (
             &format!("{{{HTTPS}, tls: {{mode: AUTO_PASSTHROUGH}}}}"),
-            &[".tls.mode"],
+            &[],
         ),
+        (&format!("{{{HTTPS}, tls: {{mode: ISTIO_MUTUAL}}}}"), &[]),
         (
-            &format!("{{{HTTPS}, tls: {{mode: ISTIO_MUTUAL}}}}"),
-            &[".tls.mode"],
+            &format!("{{{HTTPS}, tls: {{mode: ISTIO_MUTUAL, serverCertificate: /c}}}}"),
+            &[".tls"],
         ),
         (
             &format!(
