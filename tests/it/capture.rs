@@ -263,6 +263,23 @@ pub(crate) async fn two_pods(tools: &Tools) -> (Netns, Netns) {
     (a, b)
 }
 
+/// The control plane in pod A (see [`two_pods`]), its plaintext ADS port on pod A's address,
+/// with the File registry of `files` and `args` besides.
+pub(crate) async fn discovery_in_pod_a(
+    a: &Netns,
+    tools: &Tools,
+    files: &std::path::Path,
+    args: &[&str],
+) -> Wayfinder {
+    let f = files.display().to_string();
+    let mut all = vec!["--registries", "File", "--file-registry", &f];
+    all.extend_from_slice(&["--debounce-after", "10ms"]);
+    all.extend_from_slice(args);
+    let mut discovery = a.command(path());
+    discovery.env("PATH", tools.path_with_netfilter());
+    Wayfinder::start_in(discovery, "10.1.1.5:15010", &all).await
+}
+
 #[tokio::test]
 async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars() {
     let Some(tools) = tools() else { return };
@@ -275,22 +292,7 @@ async fn two_pods_on_one_machine_exchange_captured_traffic_through_both_sidecars
     std::fs::create_dir_all(&files).unwrap();
     write(&files, "echo.yaml", &echo_entry("10.1.1.6", port));
     // The control plane runs in pod A, on its address, where pod B's proxy reaches it.
-    let f = files.display().to_string();
-    let mut discovery = a.command(path());
-    discovery.env("PATH", tools.path_with_netfilter());
-    let w = Wayfinder::start_in(
-        discovery,
-        "10.1.1.5:15010",
-        &[
-            "--registries",
-            "File",
-            "--file-registry",
-            &f,
-            "--debounce-after",
-            "10ms",
-        ],
-    )
-    .await;
+    let w = discovery_in_pod_a(&a, &tools, &files, &[]).await;
     // Pod A's capture leaves the control plane's port alone, inbound (pod B's proxy) and
     // outbound (its own proxy, which would otherwise be sent to its inbound port, as a proxy
     // calling its own pod's address is).

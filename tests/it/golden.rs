@@ -67,6 +67,9 @@ fn load_config(path: &std::path::Path) -> Vec<ConfigObject> {
                 }
                 "Gateway" => ConfigSpec::Gateway(serde_json::from_value(d.spec).unwrap()),
                 "Sidecar" => ConfigSpec::Sidecar(serde_json::from_value(d.spec).unwrap()),
+                "PeerAuthentication" => {
+                    ConfigSpec::PeerAuthentication(serde_json::from_value(d.spec).unwrap())
+                }
                 other => panic!("unexpected kind {other}"),
             };
             let meta = ConfigMeta {
@@ -385,6 +388,63 @@ fn upstream_tls_verifies_by_default() {
     check("upstream_tls", &out);
 }
 
+/// The mesh with sidecars beside reviews v1 and v2 (labelled `security.istio.io/tlsMode:
+/// istio`, service account `bookinfo-reviews`; v3 has none) and the policies of
+/// `golden/mesh_tls.yaml`.
+fn mesh_tls() -> XdsSnapshot {
+    let mut registrations = mesh();
+    let reviews = &mut registrations[0];
+    let mut endpoints = reviews.endpoints.to_vec();
+    for ep in &mut endpoints {
+        if ep.labels.get("version").is_some_and(|v| &**v != "v3") {
+            ep.labels
+                .insert("security.istio.io/tlsMode".into(), "istio".into());
+            ep.service_account = Some("bookinfo-reviews".into());
+        }
+    }
+    reviews.endpoints = endpoints.into();
+    let config = load_config(&golden_dir().join("mesh_tls.yaml"));
+    let model = snapshot_with_config(vec![(RegistryId::new("Mock"), registrations)], config)
+        .expect("a valid mesh");
+    assert_eq!(
+        model.config.objects.len(),
+        4,
+        "every object passed validation"
+    );
+    XdsSnapshot::new(Arc::new(model), "cluster.local")
+}
+
+/// The reviews v1 sidecar holding a mesh certificate (connected to the secure port).
+fn reviews_v1_with_a_certificate() -> Proxy {
+    Proxy {
+        labels: [("app", "reviews"), ("version", "v1")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        certificate: Some((
+            "spiffe://cluster.local/ns/default/sa/bookinfo-reviews".into(),
+            "2030-01-01T00:00:00Z".into(),
+        )),
+        ..reviews_sidecar()
+    }
+}
+
+/// Mesh mTLS (`golden/mesh_tls.yaml`): auto mTLS to reviews (TLS to the endpoints with a
+/// sidecar whose policy allows it, their service account checked), `ISTIO_MUTUAL` to db, and
+/// the inbound chains of the STRICT namespace with the workload's PERMISSIVE port.
+#[test]
+fn mesh_tls_for_a_sidecar_with_a_certificate() {
+    let snap = mesh_tls();
+    let proxy = reviews_v1_with_a_certificate();
+    let reviews = "outbound|9080||reviews.default.svc.cluster.local";
+    let db = "outbound|5432||db.default.svc.cluster.local";
+    let out = serde_json::json!({
+        "clusters": render(&snap, &proxy, TypeUrl::Cluster, &[reviews, db]),
+        "endpoints": render(&snap, &proxy, TypeUrl::Endpoint, &[reviews]),
+        "inbound": render(&snap, &proxy, TypeUrl::Listener, &["virtualInbound"]),
+    });
+    check("mesh_tls", &out);
+}
+
 /// Every proxy of the golden meshes, Envoy or proxyless gRPC, receives only references it can
 /// follow: each cluster a route or TCP proxy names, each EDS cluster's assignment, each route
 /// configuration a listener (or a gRPC client's API listener) names (`xds::consistency`).
@@ -401,6 +461,7 @@ fn every_proxys_configuration_is_consistent() {
             "sidecar~10.9.9.9~scoped-1.default~default.svc.cluster.local",
             ("app", "scoped"),
         ),
+        reviews_v1_with_a_certificate(),
         proxy(
             "grpc-client-1",
             &[("GENERATOR", "grpc"), ("NAMESPACE", "default")],
@@ -418,6 +479,7 @@ fn every_proxys_configuration_is_consistent() {
             "upstream_tls.yaml",
             XdsSnapshot::new(Arc::new(upstream_tls), "cluster.local"),
         ),
+        ("mesh_tls.yaml", mesh_tls()),
     ];
     for (mesh, snap) in &meshes {
         for p in &proxies {

@@ -13,11 +13,11 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::bookinfo::{MUTUAL, sample};
-use crate::capture::{capture, two_pods};
+use crate::capture::{capture, discovery_in_pod_a, two_pods};
 use crate::gateway::backend_in;
 use crate::mesh_identity::envoy_certificates;
 use crate::support::agent::Agent;
-use crate::support::binary::{Wayfinder, path};
+use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::fixtures::{istio_file, write};
 use crate::support::netns::Netns;
@@ -251,26 +251,14 @@ impl Mesh {
         // The control plane runs in pod A; its secure port is on pod A's address, where pod
         // B's agent reaches it, with a certificate that names that address.
         let arg = |p: &Path| p.display().to_string();
-        let (f, c, t, d) = (
-            arg(&files),
-            arg(&config),
-            arg(&dir.path().join("tokens")),
-            arg(&ca),
-        );
-        let mut discovery = a.command(path());
-        discovery.env("PATH", tools.path_with_netfilter());
-        let w = Wayfinder::start_in(
-            discovery,
-            "10.1.1.5:15010",
+        let (c, t, d) = (arg(&config), arg(&dir.path().join("tokens")), arg(&ca));
+        let w = discovery_in_pod_a(
+            &a,
+            &tools,
+            &files,
             &[
-                "--registries",
-                "File",
-                "--file-registry",
-                &f,
                 "--config-dir",
                 &c,
-                "--debounce-after",
-                "10ms",
                 "--secure-grpc-addr",
                 "10.1.1.5:15012",
                 "--secure-grpc-san",

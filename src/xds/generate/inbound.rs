@@ -225,7 +225,9 @@ fn by_mode(
     match mode {
         None | Some(MtlsMode::Disable) => vec![FilterChain {
             name: name.into(),
-            filter_chain_match: Some(matching("", &[])),
+            // The catch-all matches everything: no match at all, as before mesh mTLS.
+            filter_chain_match: Some(matching("", &[]))
+                .filter(|m| *m != FilterChainMatch::default()),
             filters: vec![filter(false)],
             ..Default::default()
         }],
