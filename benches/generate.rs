@@ -12,12 +12,15 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use divan::Bencher;
-use wayfinder::aggregate::snapshot_from;
+use wayfinder::aggregate::{snapshot_from, snapshot_with_config};
 use wayfinder::snapshot::Snapshot;
 use wayfinder::xds::ads::{DeltaState, SotwRequest, SotwResponse, StreamState};
 use wayfinder::xds::pb::core::Node;
 use wayfinder::xds::pb::discovery::{DeltaDiscoveryRequest, DiscoveryRequest};
 use wayfinder::xds::{Proxy, TypeUrl, XdsSnapshot};
+use wayfinder_config::{
+    ConfigMeta, ConfigObject, ConfigSpec, LabelSelector, MtlsMode, PeerAuthentication, PeerMtls,
+};
 use wayfinder_registry::{Endpoint, Locality, Protocol, Registration, RegistryId, Service};
 
 fn main() {
@@ -89,6 +92,64 @@ fn snapshot_build(bencher: Bencher) {
 fn full_generation(bencher: Bencher) {
     let model = Arc::new(snapshot_from(mesh()).expect("valid"));
     let proxy = sidecar();
+    bencher.bench(|| black_box(generate(model.clone(), &proxy)));
+}
+
+/// The mesh as mesh mTLS serves it: every endpoint beside a sidecar (labelled
+/// `security.istio.io/tlsMode: istio`, with a service account), every namespace `STRICT` with
+/// a workload policy that turns one port `PERMISSIVE` (so each endpoint's mode is looked up
+/// among the policies), and the sidecar holding a mesh certificate: auto-mTLS clusters,
+/// endpoint metadata and inbound chains per mode (compare with `full_generation`).
+#[divan::bench(sample_count = 20)]
+fn full_generation_mesh_tls(bencher: Bencher) {
+    let mut sources = mesh();
+    for registration in &mut sources[0].1 {
+        let mut endpoints = registration.endpoints.to_vec();
+        for ep in &mut endpoints {
+            ep.labels
+                .insert("security.istio.io/tlsMode".into(), "istio".into());
+            ep.service_account = Some("app".into());
+        }
+        registration.endpoints = endpoints.into();
+    }
+    let policies = (0..10).flat_map(|ns| {
+        let strict = PeerAuthentication {
+            mtls: Some(PeerMtls {
+                mode: MtlsMode::Strict,
+            }),
+            ..Default::default()
+        };
+        let port = PeerAuthentication {
+            selector: Some(LabelSelector {
+                match_labels: [("version".to_string(), "v1".to_string())].into(),
+            }),
+            port_level_mtls: [(
+                8080,
+                PeerMtls {
+                    mode: MtlsMode::Permissive,
+                },
+            )]
+            .into(),
+            ..Default::default()
+        };
+        [("default", strict), ("v1", port)].map(|(name, pa)| ConfigObject {
+            meta: ConfigMeta {
+                name: name.into(),
+                namespace: format!("ns-{ns}").into(),
+                ..Default::default()
+            },
+            spec: ConfigSpec::PeerAuthentication(pa),
+        })
+    });
+    let model = snapshot_with_config(sources, policies.collect()).expect("valid");
+    let model = Arc::new(model);
+    let proxy = Proxy {
+        certificate: Some((
+            "spiffe://cluster.local/ns/ns-0/sa/app".into(),
+            "2030-01-01T00:00:00Z".into(),
+        )),
+        ..sidecar()
+    };
     bencher.bench(|| black_box(generate(model.clone(), &proxy)));
 }
 

@@ -429,7 +429,8 @@ fn reviews_v1_with_a_certificate() -> Proxy {
 }
 
 /// Mesh mTLS (`golden/mesh_tls.yaml`): auto mTLS to reviews (TLS to the endpoints with a
-/// sidecar whose policy allows it, their service account checked), `ISTIO_MUTUAL` to db, and
+/// sidecar whose policy allows it, their service account checked), `ISTIO_MUTUAL` to db, none
+/// to a service outside the mesh or a passthrough one, and
 /// the inbound chains of the STRICT namespace with the workload's PERMISSIVE port.
 #[test]
 fn mesh_tls_for_a_sidecar_with_a_certificate() {
@@ -437,8 +438,12 @@ fn mesh_tls_for_a_sidecar_with_a_certificate() {
     let proxy = reviews_v1_with_a_certificate();
     let reviews = "outbound|9080||reviews.default.svc.cluster.local";
     let db = "outbound|5432||db.default.svc.cluster.local";
+    // Outside the mesh, and passthrough: no auto mTLS, as in Istio.
+    let external = "outbound|443||api.example.com";
+    let passthrough = "outbound|9000||wildcard.example.com";
+    let clusters = [reviews, db, external, passthrough];
     let out = serde_json::json!({
-        "clusters": render(&snap, &proxy, TypeUrl::Cluster, &[reviews, db]),
+        "clusters": render(&snap, &proxy, TypeUrl::Cluster, &clusters),
         "endpoints": render(&snap, &proxy, TypeUrl::Endpoint, &[reviews]),
         "inbound": render(&snap, &proxy, TypeUrl::Listener, &["virtualInbound"]),
     });

@@ -101,6 +101,39 @@ async fn counter(netns: &Netns, admin: std::net::SocketAddr, name: &str) -> u64 
         .unwrap_or(0)
 }
 
+/// Pod A's cluster of the `reviews` service, as its Envoy holds it.
+async fn reviews_cluster(a: &Netns, admin: std::net::SocketAddr) -> Option<Value> {
+    let (_, dump) = a
+        .get(admin, "/config_dump?resource=dynamic_active_clusters")
+        .await;
+    let clusters: Value = serde_json::from_str(&dump).ok()?;
+    let reviews = clusters["configs"]
+        .as_array()?
+        .iter()
+        .find(|c| c["cluster"]["name"] == "outbound|80||reviews.default.svc.cluster.local")?;
+    Some(reviews["cluster"].clone())
+}
+
+/// How many filter chains of the inbound listener an Envoy holds terminate TLS (none when it
+/// has no such listener yet).
+async fn inbound_mtls_chains(netns: &Netns, admin: std::net::SocketAddr) -> Option<usize> {
+    let (_, dump) = netns
+        .get(admin, "/config_dump?resource=dynamic_listeners")
+        .await;
+    let listeners: Value = serde_json::from_str(&dump).ok()?;
+    let inbound = listeners["configs"]
+        .as_array()?
+        .iter()
+        .find(|l| l["name"] == "virtualInbound")?;
+    let chains = inbound["active_state"]["listener"]["filter_chains"].as_array()?;
+    Some(
+        chains
+            .iter()
+            .filter(|c| !c["transport_socket"].is_null())
+            .count(),
+    )
+}
+
 /// pod B's inbound TLS handshakes.
 const HANDSHAKES: &str = "listener.0.0.0.0_15006.ssl.handshake";
 
@@ -367,16 +400,8 @@ async fn sidecars_speak_mutual_tls_as_peer_authentication_says_and_rotate_certif
     // Istio's SNI, and requests still reach pod B over mTLS.
     write(config, MUTUAL, &sample(MUTUAL));
     eventually("pod A's cluster to carry the rule's mTLS", || async {
-        let (_, dump) = a
-            .get(admin_a, "/config_dump?resource=dynamic_active_clusters")
-            .await;
-        let cluster: Value = serde_json::from_str(&dump).unwrap_or_default();
-        let reviews = cluster["configs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["cluster"]["name"] == "outbound|80||reviews.default.svc.cluster.local")?;
-        let socket = &reviews["cluster"]["transport_socket"]["typed_config"];
+        let reviews = reviews_cluster(a, admin_a).await?;
+        let socket = &reviews["transport_socket"]["typed_config"];
         (socket["sni"] == "outbound_.80_._.reviews.default.svc.cluster.local").then_some(())
     })
     .await;
@@ -428,9 +453,14 @@ async fn sidecars_speak_mutual_tls_as_peer_authentication_says_and_rotate_certif
     let answer = from_mesh(a, tools).await;
     assert!(answer.contains(SLEEP), "{answer}");
 
-    // DISABLE: plaintext only. Pod A's ISTIO_MUTUAL requests fail; without the rule, auto
+    // DISABLE: plaintext only. Once pod B's Envoy has it, pod A's ISTIO_MUTUAL requests fail
+    // (as soon as the connections of the old chains have drained); without the rule, auto
     // mTLS sees pod B's DISABLE and sends plaintext, which is served.
     write(config, "peer.yaml", &peer_authentication("DISABLE"));
+    eventually("pod B's Envoy to take plaintext only", || async {
+        (inbound_mtls_chains(b, admin_b).await == Some(0)).then_some(())
+    })
+    .await;
     eventually("DISABLE to refuse pod A's mTLS", || async {
         let answer = from_mesh(a, tools).await;
         (!answer.starts_with("200 ")).then_some(())
@@ -438,6 +468,12 @@ async fn sidecars_speak_mutual_tls_as_peer_authentication_says_and_rotate_certif
     .await;
     assert!(from_outside(a, tools, port).await.starts_with("200 pod-b "));
     std::fs::remove_file(config.join(MUTUAL)).unwrap();
+    // Pod A's cluster is replaced (its pooled mTLS connections with it).
+    eventually("pod A's cluster to turn to auto mTLS", || async {
+        let reviews = reviews_cluster(a, admin_a).await?;
+        reviews["transport_socket_matches"].is_array().then_some(())
+    })
+    .await;
     let answer = eventually("auto mTLS to send plaintext under DISABLE", || async {
         let answer = from_mesh(a, tools).await;
         answer.starts_with("200 pod-b ").then_some(answer)

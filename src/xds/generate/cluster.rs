@@ -91,7 +91,8 @@ pub(super) struct Upstreams<'a> {
 /// verifies against the system's trust store when the rule gives no CA (see `upstream_tls`).
 /// Mesh mTLS (see [`mesh_tls`]) for a proxy that holds a mesh certificate: `ISTIO_MUTUAL`,
 /// or, when no rule gives TLS settings, auto mTLS: TLS to the endpoints labelled
-/// `security.istio.io/tlsMode: istio`, plaintext to the others.
+/// `security.istio.io/tlsMode: istio`, plaintext to the others (not for services outside the
+/// mesh and passthrough clusters, as in Istio).
 pub(super) fn outbound(
     svc: &MergedService,
     port: &Port,
@@ -134,6 +135,7 @@ fn one(
         &up.mesh.system_ca,
     );
     let tls = policy.tls();
+    let original_dst = policy.passthrough() || svc.service.resolution == Resolution::Passthrough;
     let sni = || match tls {
         Some(tls) if !tls.sni.is_empty() => tls.sni.clone(),
         _ => mesh_tls::sni(port.number, subset_name, &svc.service.hostname),
@@ -153,7 +155,9 @@ fn one(
         Some(ClientTlsMode::IstioMutual) => {
             cluster.transport_socket = Some(mesh_tls::upstream_without_identity(&sni()));
         }
-        None if up.mesh_tls => {
+        // As Istio: not to services outside the mesh, nor through an ORIGINAL_DST cluster,
+        // whose destinations are not known to have a sidecar.
+        None if up.mesh_tls && !svc.service.mesh_external && !original_dst => {
             let socket = mesh_tls::upstream(&sni(), &identities(), http.http2);
             cluster.transport_socket_matches = auto_mtls(socket);
         }

@@ -11,7 +11,9 @@
 //!
 //! As Istio:
 //! - clients send ALPN `istio` (and `h2` on HTTP/2 ports), which a server's PERMISSIVE chains
-//!   match to tell mesh mTLS from other TLS;
+//!   match to tell mesh mTLS from other TLS (Istio's clients put `istio-peer-exchange` first,
+//!   for the peer-metadata exchange of its telemetry filters, which wayfinder does not run;
+//!   the chains accept it too);
 //! - SNI is `outbound_.PORT_.SUBSET_.HOST`;
 //! - clients check the server's certificate against the destination's service accounts,
 //!   servers accept any client certificate of the mesh root with a SPIFFE URI.
