@@ -408,7 +408,7 @@ fn mesh_tls() -> XdsSnapshot {
         .expect("a valid mesh");
     assert_eq!(
         model.config.objects.len(),
-        4,
+        5,
         "every object passed validation"
     );
     XdsSnapshot::new(Arc::new(model), "cluster.local")
@@ -448,6 +448,23 @@ fn mesh_tls_for_a_sidecar_with_a_certificate() {
         "inbound": render(&snap, &proxy, TypeUrl::Listener, &["virtualInbound"]),
     });
     check("mesh_tls", &out);
+}
+
+/// Istio's east-west gateway (`golden/mesh_tls.yaml`): its `AUTO_PASSTHROUGH` listener routes
+/// by SNI to the SNI-DNAT cluster of that name, which shares the service's endpoints.
+#[test]
+fn an_east_west_gateway_passes_mesh_tls_through_by_sni() {
+    let snap = mesh_tls();
+    let gateway = labelled(
+        "router~10.0.0.2~eastwest-1.default~default.svc.cluster.local",
+        ("istio", "eastwestgateway"),
+    );
+    let sni = "outbound_.9080_._.reviews.default.svc.cluster.local";
+    let out = serde_json::json!({
+        "listeners": render(&snap, &gateway, TypeUrl::Listener, &[]),
+        "clusters": render(&snap, &gateway, TypeUrl::Cluster, &[sni]),
+    });
+    check("east_west_gateway", &out);
 }
 
 /// Every proxy of the golden meshes, Envoy or proxyless gRPC, receives only references it can
