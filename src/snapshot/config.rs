@@ -108,6 +108,33 @@ impl TrafficConfig {
         )
     }
 
+    /// The AuthorizationPolicies that apply to a workload in `namespace` with `labels`, in
+    /// (namespace, name) order, as Istio selects them for a sidecar or a gateway: those of
+    /// `root_namespace` and of `namespace` without a selector, or whose selector's labels the
+    /// workload has (a root-namespace policy with a selector applies in every namespace).
+    /// Policies attached by `targetRef(s)` are for Kubernetes Gateway API resources, which
+    /// wayfinder does not serve, and apply to no workload here.
+    pub fn authorization_for(
+        &self,
+        root_namespace: &str,
+        namespace: &str,
+        labels: &impl LabelLookup,
+    ) -> Vec<Arc<ConfigObject>> {
+        self.of_kind(Kind::AuthorizationPolicy)
+            .filter(|o| {
+                let ConfigSpec::AuthorizationPolicy(ap) = &o.spec else {
+                    return false;
+                };
+                let at = &*o.meta.namespace;
+                (at == root_namespace || at == namespace)
+                    && ap.target_ref.is_none()
+                    && ap.target_refs.is_empty()
+                    && ap.selector.as_ref().is_none_or(|s| s.matches(labels))
+            })
+            .cloned()
+            .collect()
+    }
+
     /// The WorkloadGroup `namespace/name`, if there is one.
     pub fn workload_group(
         &self,

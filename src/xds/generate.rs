@@ -20,6 +20,7 @@
 //! each kind of change in turn, checks that exactly the scopes declaring it were rebuilt, and
 //! that every proxy then receives what a fresh snapshot generates.
 
+mod authz;
 mod cache;
 mod cluster;
 mod ctx;
@@ -151,12 +152,19 @@ static ROUTES: Scope<(ScopeKey, Arc<str>)> =
 
 /// A sidecar's inbound clusters and listener (`inbound`): a function of its key alone, the
 /// ports of the proxy's instances (found in this snapshot's endpoints when the proxy asks),
-/// where it listens, and, for a proxy that holds a mesh certificate, the PeerAuthentication
-/// in force for it (found in this snapshot's configuration when the proxy asks).
+/// where it listens, for a proxy that holds a mesh certificate the PeerAuthentication in force
+/// for it, and the AuthorizationPolicies that apply to it (both found in this snapshot's
+/// configuration when the proxy asks).
 static INBOUND: Scope<InboundKey> = Scope::reading("inbound", Reads::NOTHING);
 
-/// What a sidecar's inbound side depends on (see `INBOUND`).
-type InboundKey = (inbound::Ports, ListenSettings, Option<EffectiveMtls>);
+/// What a sidecar's inbound side depends on (see `INBOUND`): its ports, where it listens, its
+/// PeerAuthentication mode (with a mesh certificate) and its AuthorizationPolicies.
+type InboundKey = (
+    inbound::Ports,
+    ListenSettings,
+    Option<EffectiveMtls>,
+    authz::Policies,
+);
 
 /// Every part of the model.
 const EVERYTHING: Reads = Reads::DEFINITIONS.and(Reads::ENDPOINTS).and(Reads::CONFIG);
@@ -462,12 +470,18 @@ impl XdsSnapshot {
                 .config
                 .mtls_for(&self.mesh.root_namespace, &proxy.namespace, &proxy.labels)
         });
-        let key = (ports, proxy.listen.clone(), mtls);
+        let policies = authz::Policies::new(self.model.config.authorization_for(
+            &self.mesh.root_namespace,
+            &proxy.namespace,
+            &proxy.labels,
+        ));
+        let key = (ports, proxy.listen.clone(), mtls, policies);
         // Kept from the previous snapshot when asked for again (see `INBOUND`).
         self.inbound.get(key.clone(), || {
+            let filters = authz::Filters::new(&key.3, &self.mesh.trust_domain);
             [
                 Layer::new(inbound::clusters(&key.0)),
-                Layer::new(inbound::listener(&key.0, &key.1, key.2.as_ref())),
+                Layer::new(inbound::listener(&key.0, &key.1, key.2.as_ref(), &filters)),
             ]
         })
     }

@@ -5,8 +5,8 @@
 //! registry's model ([`crate::model::Services`]: `ServiceEntry`, `WorkloadEntry`, mapped and
 //! validated as it maps them, then composed across files) and by the config source's
 //! ([`crate::model::ConfigState`]: `VirtualService`, `DestinationRule`, `Gateway`, `Sidecar`,
-//! `WorkloadGroup`, `PeerAuthentication`, checked by [`crate::validate`]; the security
-//! policies it does not enforce, which it refuses). A problem both
+//! `WorkloadGroup`, `PeerAuthentication`, `AuthorizationPolicy`, checked by
+//! [`crate::validate`]; the security policy it does not enforce, which it refuses). A problem both
 //! readers hit (a YAML syntax error) is listed once. As the server does, the check judges
 //! every document on its own, so one report lists every problem.
 //!

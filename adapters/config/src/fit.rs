@@ -23,6 +23,8 @@ impl ConfigSpec {
             ConfigSpec::WorkloadGroup(_) => {}
             // Maps only, which hold no spare room.
             ConfigSpec::PeerAuthentication(_) => {}
+            // Its lists are a policy's own few rules and values.
+            ConfigSpec::AuthorizationPolicy(_) => {}
         }
     }
 }

@@ -8,7 +8,8 @@
 //!   [`WorkloadGroup`] (the template of auto-registered VMs' entries); and of
 //!   `security.istio.io` (`v1`, `v1beta1`), [`PeerAuthentication`] (whether connections to a
 //!   workload must be mutual TLS; [`peer_authentication::effective`] is Istio's precedence of
-//!   mesh, namespace, workload and port). Each is a
+//!   mesh, namespace, workload and port) and [`AuthorizationPolicy`] (which requests a
+//!   workload accepts; the server turns it into Envoy's RBAC filters). Each is a
 //!   [`ConfigObject`] with its [`ConfigMeta`] and [`ConfigSpec`]. Field names and enum values
 //!   are Istio's, so the YAML users already have deserializes as is. [`validate`] checks an
 //!   object as Istio does, with field paths. The types skip fields they do not model; a reader
@@ -42,6 +43,7 @@
 //! and File registry, the Kubernetes adapter's API sources) and the server depend on it; it
 //! reads no file and talks to no server.
 
+pub mod authorization_policy;
 pub mod check;
 pub mod documents;
 pub mod feed;
@@ -77,6 +79,7 @@ use wayfinder_registry::{Event, EventStream, Item, Source};
 #[cfg(doc)]
 use wayfinder_registry::RegistryError;
 
+pub use authorization_policy::AuthorizationPolicy;
 pub use common::{
     Destination, Duration, GRPC_STATUS_CODES, HeaderOperations, Headers, LabelLookup,
     LabelSelector, Opaque, Percent, PortSelector, StringMatch, WorkloadSelector,
@@ -109,17 +112,21 @@ pub enum Kind {
     /// `PeerAuthentication` (`security.istio.io`): whether connections to workloads must be
     /// mutual TLS.
     PeerAuthentication,
+    /// `AuthorizationPolicy` (`security.istio.io`): which requests and connections workloads
+    /// accept.
+    AuthorizationPolicy,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
         Kind::Sidecar,
         Kind::WorkloadGroup,
         Kind::PeerAuthentication,
+        Kind::AuthorizationPolicy,
     ];
 
     /// The kind's name in YAML.
@@ -131,6 +138,7 @@ impl Kind {
             Kind::Sidecar => "Sidecar",
             Kind::WorkloadGroup => "WorkloadGroup",
             Kind::PeerAuthentication => "PeerAuthentication",
+            Kind::AuthorizationPolicy => "AuthorizationPolicy",
         }
     }
 
@@ -200,6 +208,8 @@ pub enum ConfigSpec {
     WorkloadGroup(Box<WorkloadGroup>),
     /// A `PeerAuthentication`.
     PeerAuthentication(PeerAuthentication),
+    /// An `AuthorizationPolicy`, boxed: its target references would make every object larger.
+    AuthorizationPolicy(Box<AuthorizationPolicy>),
 }
 
 /// One configuration object.
@@ -221,6 +231,7 @@ impl ConfigObject {
             ConfigSpec::Sidecar(_) => Kind::Sidecar,
             ConfigSpec::WorkloadGroup(_) => Kind::WorkloadGroup,
             ConfigSpec::PeerAuthentication(_) => Kind::PeerAuthentication,
+            ConfigSpec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
         }
     }
 

@@ -4,9 +4,10 @@
 //! A model takes the bytes of a file (or of a named blob) at a time, keeps the last good
 //! version of each object, and says what changed. [`Services`] is the File registry's
 //! (`ServiceEntry` and `WorkloadEntry` into registrations), [`ConfigState`] the config
-//! source's (`VirtualService`, `DestinationRule`, `Gateway`, `Sidecar`, `WorkloadGroup` and
-//! `PeerAuthentication`, each validated on its own). The File adapter drives them with watched files, [`crate::Feed`] with blobs such
-//! as objects read from the Kubernetes API; both keep the stream's health with [`Health`].
+//! source's (`VirtualService`, `DestinationRule`, `Gateway`, `Sidecar`, `WorkloadGroup`,
+//! `PeerAuthentication` and `AuthorizationPolicy`, each validated on its own). The File adapter
+//! drives them with watched files, [`crate::Feed`] with blobs such as objects read from the
+//! Kubernetes API; both keep the stream's health with [`Health`].
 
 use std::path::PathBuf;
 

@@ -14,6 +14,7 @@
 //! `sidecar`, `workload_group`, `peer_authentication`; `names` holds the host-name and label
 //! grammar they share and `regex` the RE2 check.
 
+mod authorization_policy;
 mod destination_rule;
 mod gateway;
 mod http;
@@ -87,6 +88,7 @@ pub fn validate(object: &ConfigObject) -> Vec<Problem> {
         ConfigSpec::Sidecar(sc) => sidecar::check(sc, &mut p),
         ConfigSpec::WorkloadGroup(wg) => workload_group::check(wg, &mut p),
         ConfigSpec::PeerAuthentication(pa) => peer_authentication::check(pa, &mut p),
+        ConfigSpec::AuthorizationPolicy(ap) => authorization_policy::check(ap, &mut p),
     }
     p.0
 }

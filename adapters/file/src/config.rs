@@ -1,6 +1,6 @@
 //! A configuration source read from files: Istio `VirtualService`, `DestinationRule`,
-//! `Gateway`, `Sidecar`, `WorkloadGroup` and `PeerAuthentication` objects in watched YAML and
-//! JSON files, like Istio's `pilot-discovery --configDir`.
+//! `Gateway`, `Sidecar`, `WorkloadGroup`, `PeerAuthentication` and `AuthorizationPolicy`
+//! objects in watched YAML and JSON files, like Istio's `pilot-discovery --configDir`.
 //!
 //! Start with [`ConfigDir::new`] and hand the [`ConfigDir`] to the server as any other
 //! [`ConfigSource`]. Files are found, parsed and watched as the File registry does (see the
@@ -18,9 +18,10 @@
 //! object (`meta.warnings`, shown by `/debug/configz`). An object with a fatal problem is
 //! rejected: the stream carries a [`RegistryError::Invalid`] at its origin, naming the object
 //! (`VirtualService default/reviews`) and listing every fatal problem as `field: message`.
-//! Istio's `AuthorizationPolicy` and `RequestAuthentication` (of `security.istio.io`) are
-//! rejected the same way, with an ERROR line, until wayfinder enforces them: skipping them
-//! would fail open. (`PeerAuthentication` of that group is read like the other kinds.)
+//! Istio's `RequestAuthentication` (of `security.istio.io`) is rejected the same way, with an
+//! ERROR line, until wayfinder enforces it: skipping it would fail open.
+//! (`PeerAuthentication` and `AuthorizationPolicy` of that group are read like the other
+//! kinds.)
 //!
 //! The last good state is kept per object, not per file: every document is parsed and judged
 //! on its own. When a file changes, its valid objects replace their previous versions, a

@@ -9,8 +9,8 @@
 //!   `Batch` for several), and nothing for services it leaves alone.
 //!   The rest of these docs are about it.
 //! - **The config source** ([`config`], [`ConfigDir`]): `VirtualService`, `DestinationRule`,
-//!   `Gateway`, `Sidecar`, `WorkloadGroup` and `PeerAuthentication` objects from the same
-//!   kind of paths, like Istio's
+//!   `Gateway`, `Sidecar`, `WorkloadGroup`, `PeerAuthentication` and `AuthorizationPolicy`
+//!   objects from the same kind of paths, like Istio's
 //!   `pilot-discovery --configDir`, as a [`wayfinder_config::ConfigSource`]. Each
 //!   object is validated on its own and keeps its last good version when an edit breaks it.
 //!   The server runs it and the File registry over the same directory; each skips the other's

@@ -111,12 +111,6 @@ fn every_kind_of_problem_is_listed_where_it_is() {
     );
 }
 
-/// A file of Istio's own corpus (`../shared/istio-samples`), when the corpus is there.
-fn sample(path: &str) -> Option<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-samples");
-    fs::read_to_string(root.join(path)).ok()
-}
-
 #[test]
 fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,10 +118,8 @@ fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
     let keepalive = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: ping}\nspec:\n  host: ratings\n  trafficPolicy:\n    connectionPool:\n      http:\n        http2KeepAlive: {interval: 15s, timeout: 5s}\n";
     let typo = VS.replace("  hosts:", "  hostz: [x]\n  hosts:");
     write("rules.yaml", &format!("{keepalive}---\n{typo}"));
-    let policy = sample("authz/http/allow-full-rule-in.yaml").unwrap_or_else(|| {
-        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: httpbin, namespace: foo}\nspec: {action: DENY}\n".into()
-    });
-    write("policy.yaml", &policy);
+    let policy = "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt, namespace: foo}\nspec:\n  jwtRules: [{issuer: https://example.com}]\n";
+    write("policy.yaml", policy);
 
     let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
     let warning = line(&report, "rules.yaml: document 1");
@@ -149,7 +141,7 @@ fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
     assert!(
         refused
             .message
-            .contains("does not enforce AuthorizationPolicy"),
+            .contains("does not enforce RequestAuthentication"),
         "{report}"
     );
     assert!(
@@ -157,9 +149,35 @@ fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
             .object
             .as_deref()
             .unwrap()
-            .starts_with("AuthorizationPolicy ")
+            .starts_with("RequestAuthentication ")
     );
     assert!(report.has_errors());
+}
+
+#[test]
+fn authorization_policies_are_checked_and_custom_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Istio's own builder test input (copied into the root crate's tests).
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/it/istio/authz/http");
+    fs::copy(
+        corpus.join("allow-full-rule-in.yaml"),
+        dir.path().join("full.yaml"),
+    )
+    .unwrap();
+    let custom = "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: ext, namespace: foo}\nspec:\n  action: CUSTOM\n  provider: {name: my-authz}\n  rules: [{to: [{operation: {paths: [/admin]}}]}]\n";
+    fs::write(dir.path().join("custom.yaml"), custom).unwrap();
+
+    let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
+    let errors: Vec<&ReportLine> = report
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .collect();
+    assert_eq!(errors.len(), 1, "{report}");
+    let error = line(&report, "custom.yaml");
+    assert_eq!(error.object.as_deref(), Some("AuthorizationPolicy foo/ext"));
+    assert_eq!(error.field.as_deref(), Some("spec.action"));
+    assert!(error.message.contains("CUSTOM"), "{report}");
 }
 
 #[test]

@@ -32,8 +32,11 @@ use std::collections::BTreeMap;
 
 use wayfinder_config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};
 
+use super::authz::{self, Policies};
 use super::cluster::{is_proxied, sni_dnat};
-use super::listener::{mesh_http_filters, network_filter, tcp_proxy, tcp_route, tls_inspector};
+use super::listener::{
+    HCM_FILTER, mesh_http_filters, network_filter, tcp_proxy, tcp_route, tls_inspector,
+};
 use super::mesh_tls;
 use super::proto::{ads, any, socket_address};
 use super::route::Destinations;
@@ -44,7 +47,7 @@ use crate::xds::names;
 use crate::xds::pb::core::{
     DataSource, TrafficDirection, TransportSocket, data_source, transport_socket,
 };
-use crate::xds::pb::hcm::{HttpConnectionManager, Rds, http_connection_manager};
+use crate::xds::pb::hcm::{HttpConnectionManager, HttpFilter, Rds, http_connection_manager};
 use crate::xds::pb::listener::{FilterChain, FilterChainMatch, Listener};
 use crate::xds::pb::route::{RouteConfiguration, VirtualHost, virtual_host};
 use crate::xds::pb::tls::{
@@ -81,6 +84,12 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy, mesh: &MeshSettings) -> [R
                 });
         }
     }
+    let policies = Policies::new(ctx.model.config.authorization_for(
+        &mesh.root_namespace,
+        &proxy.namespace,
+        &proxy.labels,
+    ));
+    let authz = authz::Filters::new(&policies, &mesh.trust_domain);
     let mut listeners = ResourceSet::new();
     let mut route_configs = ResourceSet::new();
     let mut auto_passthrough = false;
@@ -139,7 +148,7 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy, mesh: &MeshSettings) -> [R
                         &mut route_configs,
                         route_config(ctx, &rds, port, std::slice::from_ref(b)),
                     );
-                    let mut chain = http_chain(&name, &rds);
+                    let mut chain = http_chain(&name, &rds, &authz.http);
                     chain.filter_chain_match = server_names(&b.server.hosts);
                     chain.transport_socket = tls_termination(b.server);
                     chains.push(chain);
@@ -168,10 +177,14 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy, mesh: &MeshSettings) -> [R
                 })
                 .collect();
             insert(&mut route_configs, route_config(ctx, &rds, port, &plain));
-            chains.push(http_chain(&name, &rds));
+            chains.push(http_chain(&name, &rds, &authz.http));
         }
         if chains.is_empty() {
             continue;
+        }
+        // Every chain but the HTTP ones checks connections with the network RBAC filters.
+        for chain in chains.iter_mut().filter(|c| !is_http(c)) {
+            chain.filters.splice(0..0, authz.tcp.iter().cloned());
         }
         let listener = Listener {
             name: name.clone(),
@@ -185,7 +198,13 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy, mesh: &MeshSettings) -> [R
             traffic_direction: TrafficDirection::Outbound as i32,
             ..Default::default()
         };
-        insert(&mut listeners, Resource::encode(name, &listener));
+        // RBAC policies are a protobuf map, whose encoding varies with its order.
+        let resource = if authz.is_empty() {
+            Resource::encode(name, &listener)
+        } else {
+            Resource::encode_unordered(name, &listener)
+        };
+        insert(&mut listeners, resource);
     }
     let mut clusters = ResourceSet::new();
     if auto_passthrough {
@@ -309,23 +328,27 @@ fn route_config(ctx: &Ctx<'_>, name: &str, port: u16, servers: &[GatewayServer<'
     }
 }
 
-fn http_chain(listener: &str, rds: &str) -> FilterChain {
+/// A chain through an HTTP connection manager routed by `rds`, checking requests with the
+/// `authz` filters first.
+fn http_chain(listener: &str, rds: &str, authz: &[HttpFilter]) -> FilterChain {
     let hcm = HttpConnectionManager {
         stat_prefix: format!("outbound_{listener}"),
         route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
             config_source: ads(),
             route_config_name: rds.to_string(),
         })),
-        http_filters: mesh_http_filters(),
+        http_filters: authz.iter().cloned().chain(mesh_http_filters()).collect(),
         ..Default::default()
     };
     FilterChain {
-        filters: vec![network_filter(
-            "envoy.filters.network.http_connection_manager",
-            any(&hcm),
-        )],
+        filters: vec![network_filter(HCM_FILTER, any(&hcm))],
         ..Default::default()
     }
+}
+
+/// The chain ends in an HTTP connection manager.
+fn is_http(chain: &FilterChain) -> bool {
+    chain.filters.iter().any(|f| f.name == HCM_FILTER)
 }
 
 fn server_names(hosts: &[String]) -> Option<FilterChainMatch> {

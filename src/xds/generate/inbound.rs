@@ -8,8 +8,11 @@ use wayfinder_registry::Protocol;
 
 use wayfinder_config::{EffectiveMtls, MtlsMode};
 
+use super::authz::Filters as Authz;
 use super::cluster::discovery;
-use super::listener::{blackhole_chain, network_filter, router_filter, tcp_proxy, tls_inspector};
+use super::listener::{
+    HCM_FILTER, blackhole_chain, network_filter, router_filter, tcp_proxy, tls_inspector,
+};
 use super::mesh_tls;
 use super::proto::{any, seconds, socket_address, u32_value};
 use crate::snapshot::Snapshot;
@@ -19,10 +22,10 @@ use crate::xds::pb::core::TrafficDirection;
 use crate::xds::pb::endpoint::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
-use crate::xds::pb::hcm::HttpConnectionManager;
 use crate::xds::pb::hcm::http_connection_manager::{
     self, ForwardClientCertDetails, SetCurrentClientCertDetails,
 };
+use crate::xds::pb::hcm::{HttpConnectionManager, HttpFilter};
 use crate::xds::pb::listener::{
     Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
@@ -125,10 +128,15 @@ pub(super) fn clusters(ports: &Ports) -> ResourceSet {
 /// mesh mTLS. Behind mesh mTLS, HTTP chains append the client's identity to
 /// `x-forwarded-client-cert` (`APPEND_FORWARD` with URI, DNS and subject, as Istio's inbound
 /// does); plaintext chains remove any such header a client sends (Envoy's `SANITIZE`).
+///
+/// `authz` are the workload's AuthorizationPolicies as RBAC filters: HTTP chains run the HTTP
+/// filters before the router, every other chain (TCP ports, TLS passed through, the
+/// catch-all) the network filters before `tcp_proxy`.
 pub(super) fn listener(
     ports: &Ports,
     listen: &ListenSettings,
     mtls: Option<&EffectiveMtls>,
+    authz: &Authz,
 ) -> ResourceSet {
     let mut chains: Vec<FilterChain> =
         blackhole_chain("virtualInbound-blackhole", listen.inbound_port)
@@ -138,27 +146,18 @@ pub(super) fn listener(
         let cluster = names::inbound_cluster(port);
         let http = protocol.is_http();
         let stat_prefix = format!("inbound_{}", names::listener(&listen.address, port));
+        let tcp = tcp_to(authz, &cluster);
         let filter = |mtls: bool| {
             if http {
-                inbound_http(&stat_prefix, &cluster, mtls)
+                vec![inbound_http(&stat_prefix, &cluster, mtls, &authz.http)]
             } else {
-                tcp_proxy(&cluster, &cluster)
+                tcp.clone()
             }
         };
         let mode = mtls.map(|m| m.mode_for(port));
-        chains.extend(by_mode(
-            mode,
-            &cluster,
-            Some(port),
-            http,
-            filter,
-            &tcp_proxy(&cluster, &cluster),
-        ));
+        chains.extend(by_mode(mode, &cluster, Some(port), http, filter, &tcp));
     }
-    let passthrough = tcp_proxy(
-        names::INBOUND_PASSTHROUGH_CLUSTER,
-        names::INBOUND_PASSTHROUGH_CLUSTER,
-    );
+    let passthrough = tcp_to(authz, names::INBOUND_PASSTHROUGH_CLUSTER);
     // Other ports: plaintext and any TLS passed through, unless the workload is STRICT.
     let catch_all = mtls.map(|m| m.mode).filter(|m| *m == MtlsMode::Strict);
     chains.extend(by_mode(
@@ -190,24 +189,34 @@ pub(super) fn listener(
         filter_chains: chains,
         ..Default::default()
     };
+    // RBAC policies are a protobuf map, whose encoding varies with its order.
+    let resource = if authz.is_empty() {
+        Resource::encode(names::VIRTUAL_INBOUND, &listener)
+    } else {
+        Resource::encode_unordered(names::VIRTUAL_INBOUND, &listener)
+    };
     let mut set = ResourceSet::new();
-    insert(
-        &mut set,
-        Resource::encode(names::VIRTUAL_INBOUND, &listener),
-    );
+    insert(&mut set, resource);
     set
 }
 
+/// The network filters of `authz`, then `tcp_proxy` to `cluster`.
+fn tcp_to(authz: &Authz, cluster: &str) -> Vec<Filter> {
+    let mut filters = authz.tcp.clone();
+    filters.push(tcp_proxy(cluster, cluster));
+    filters
+}
+
 /// The filter chains of one port (`None`: the catch-all) under `mode` (`None`: a proxy without
-/// a mesh certificate). `filter(mtls)` is the port's filter behind mesh mTLS or plaintext,
+/// a mesh certificate). `filters(mtls)` are the port's filters behind mesh mTLS or plaintext,
 /// `tls_passthrough` what other TLS goes to under PERMISSIVE.
 fn by_mode(
     mode: Option<MtlsMode>,
     name: &str,
     port: Option<u16>,
     http: bool,
-    filter: impl Fn(bool) -> Filter,
-    tls_passthrough: &Filter,
+    filters: impl Fn(bool) -> Vec<Filter>,
+    tls_passthrough: &[Filter],
 ) -> Vec<FilterChain> {
     let matching = |transport: &str, alpn: &[&str]| FilterChainMatch {
         destination_port: port.and_then(|p| u32_value(u32::from(p))),
@@ -218,7 +227,7 @@ fn by_mode(
     let mesh = |alpn: &[&str]| FilterChain {
         name: format!("{name}-mtls"),
         filter_chain_match: Some(matching("tls", alpn)),
-        filters: vec![filter(true)],
+        filters: filters(true),
         transport_socket: Some(mesh_tls::downstream(http)),
         ..Default::default()
     };
@@ -228,7 +237,7 @@ fn by_mode(
             // The catch-all matches everything: no match at all, as before mesh mTLS.
             filter_chain_match: Some(matching("", &[]))
                 .filter(|m| *m != FilterChainMatch::default()),
-            filters: vec![filter(false)],
+            filters: filters(false),
             ..Default::default()
         }],
         Some(MtlsMode::Strict) => vec![mesh(&[])],
@@ -237,22 +246,23 @@ fn by_mode(
             FilterChain {
                 name: name.into(),
                 filter_chain_match: Some(matching("raw_buffer", &[])),
-                filters: vec![filter(false)],
+                filters: filters(false),
                 ..Default::default()
             },
             FilterChain {
                 name: format!("{name}-tls"),
                 filter_chain_match: Some(matching("tls", &[])),
-                filters: vec![tls_passthrough.clone()],
+                filters: tls_passthrough.to_vec(),
                 ..Default::default()
             },
         ],
     }
 }
 
-/// An HTTP connection manager with an inline route sending everything to `cluster`; behind
-/// mesh mTLS (`mtls`), it appends the client's identity to `x-forwarded-client-cert`.
-fn inbound_http(stat_prefix: &str, cluster: &str, mtls: bool) -> Filter {
+/// An HTTP connection manager with an inline route sending everything to `cluster`, after the
+/// `authz` filters; behind mesh mTLS (`mtls`), it appends the client's identity to
+/// `x-forwarded-client-cert`.
+fn inbound_http(stat_prefix: &str, cluster: &str, mtls: bool, authz: &[HttpFilter]) -> Filter {
     let route_config = RouteConfiguration {
         name: cluster.to_string(),
         virtual_hosts: vec![crate::xds::pb::route::VirtualHost {
@@ -274,7 +284,7 @@ fn inbound_http(stat_prefix: &str, cluster: &str, mtls: bool) -> Filter {
         route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(
             route_config,
         )),
-        http_filters: vec![router_filter()],
+        http_filters: authz.iter().cloned().chain([router_filter()]).collect(),
         ..Default::default()
     };
     if mtls {
@@ -286,5 +296,5 @@ fn inbound_http(stat_prefix: &str, cluster: &str, mtls: bool) -> Filter {
             ..Default::default()
         });
     }
-    network_filter("envoy.filters.network.http_connection_manager", any(&hcm))
+    network_filter(HCM_FILTER, any(&hcm))
 }

@@ -312,7 +312,7 @@ fn http_manager(stat_prefix: &str, port: u16) -> Filter {
         http_filters: mesh_http_filters(),
         ..Default::default()
     };
-    network_filter("envoy.filters.network.http_connection_manager", any(&hcm))
+    network_filter(HCM_FILTER, any(&hcm))
 }
 
 /// The HTTP filters of sidecar and gateway connection managers, as Istio orders them: CORS,
@@ -336,6 +336,9 @@ pub(super) fn mesh_http_filters() -> Vec<HttpFilter> {
         router_filter(),
     ]
 }
+
+/// The HTTP connection manager's network filter name.
+pub(super) const HCM_FILTER: &str = "envoy.filters.network.http_connection_manager";
 
 /// The router filter, last in every HTTP filter chain.
 pub(super) fn router_filter() -> HttpFilter {

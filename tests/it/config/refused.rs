@@ -255,10 +255,15 @@ async fn fields_of_istios_crds_warn_and_typos_are_refused_for_their_document_onl
     assert!(!has(&z, "VirtualService", "ratings"), "{z}");
 }
 
+/// A RequestAuthentication, which wayfinder does not enforce yet.
+const REQUEST_AUTHENTICATION: &str = "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\n\
+    metadata: {name: jwt, namespace: foo}\nspec:\n  selector: {matchLabels: {app: httpbin}}\n  \
+    jwtRules: [{issuer: https://example.com, jwksUri: https://example.com/jwks.json}]\n";
+
 #[tokio::test]
 async fn security_policies_are_refused_not_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = istio_file("allow-full-rule-in.yaml");
+    let policy = REQUEST_AUTHENTICATION;
     write(
         dir.path(),
         "mesh.yaml",
@@ -273,8 +278,8 @@ async fn security_policies_are_refused_not_skipped() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("AuthorizationPolicy foo/httpbin-1")
-            && text.contains("does not enforce AuthorizationPolicy"),
+        text.contains("RequestAuthentication foo/jwt")
+            && text.contains("does not enforce RequestAuthentication"),
         "{text}"
     );
 
@@ -284,7 +289,7 @@ async fn security_policies_are_refused_not_skipped() {
             l["level"] == "ERROR"
                 && l["message"]
                     .as_str()
-                    .is_some_and(|m| m.contains("does not enforce AuthorizationPolicy"))
+                    .is_some_and(|m| m.contains("does not enforce RequestAuthentication"))
         })
         .await;
     assert!(
@@ -299,9 +304,9 @@ async fn security_policies_are_refused_not_skipped() {
     assert_eq!(
         (&entry["kind"], &entry["namespace"], &entry["name"]),
         (
-            &Value::from("AuthorizationPolicy"),
+            &Value::from("RequestAuthentication"),
             &Value::from("foo"),
-            &Value::from("httpbin-1")
+            &Value::from("jwt")
         ),
         "{z}"
     );

@@ -173,7 +173,7 @@ async fn an_invalid_virtual_service_from_the_api_is_reported_and_changes_nothing
     assert_eq!(reviews_cluster(&rds), format!("outbound|9080|v1|{REVIEWS}"));
 }
 
-/// A mesh moved from Istio keeps its AuthorizationPolicies in the cluster: they are refused,
+/// A mesh moved from Istio keeps its RequestAuthentications in the cluster: they are refused,
 /// never skipped, so that nobody believes they are enforced.
 #[tokio::test]
 async fn security_policies_in_the_cluster_are_refused_with_an_event() {
@@ -186,9 +186,9 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
     ));
     fake.apply(json!({
         "apiVersion": "security.istio.io/v1",
-        "kind": "AuthorizationPolicy",
+        "kind": "RequestAuthentication",
         "metadata": {"name": "deny-all", "namespace": "default"},
-        "spec": {"action": "DENY", "rules": [{}]},
+        "spec": {"jwtRules": [{"issuer": "https://example.com"}]},
     }));
     let dir = tempfile::tempdir().unwrap();
     let w = super::start(&fake, dir.path(), &["--config-source", "k8s"]).await;
@@ -196,7 +196,7 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
     w.wait_log("the ERROR line", |l| {
         l["level"] == "ERROR"
             && l.to_string()
-                .contains("does not enforce AuthorizationPolicy")
+                .contains("does not enforce RequestAuthentication")
     })
     .await;
     let z = eventually("the policy listed as refused", || async {
@@ -204,7 +204,7 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
         let listed = z["refused"]
             .as_array()?
             .iter()
-            .any(|r| r["kind"] == "AuthorizationPolicy" && r["name"] == "deny-all");
+            .any(|r| r["kind"] == "RequestAuthentication" && r["name"] == "deny-all");
         listed.then_some(z)
     })
     .await;
@@ -213,7 +213,7 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|o| o["kind"] != "AuthorizationPolicy"),
+            .all(|o| o["kind"] != "RequestAuthentication"),
         "{z}"
     );
     let event = eventually("a Kubernetes Event on the policy", || async {
@@ -223,7 +223,7 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
     })
     .await;
     assert_eq!(
-        event["involvedObject"]["kind"], "AuthorizationPolicy",
+        event["involvedObject"]["kind"], "RequestAuthentication",
         "{event}"
     );
     assert_eq!(event["reason"], "InvalidConfig", "{event}");

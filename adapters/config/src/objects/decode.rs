@@ -165,7 +165,7 @@ pub(crate) fn unknown_kind(meta: &TypeMeta) -> String {
     format!(
         "skipping {meta}: an unknown kind (wayfinder reads ServiceEntry, WorkloadEntry, \
          VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}}, and \
-         PeerAuthentication of {}/{{{}}})",
+         PeerAuthentication and AuthorizationPolicy of {}/{{{}}})",
         istio::GROUP,
         istio::VERSIONS.join(","),
         security::GROUP,
@@ -249,7 +249,7 @@ impl Decoded {
 impl Decode for Box<Decoded> {
     fn accepts(meta: &TypeMeta) -> bool {
         match Kind::from_name(&meta.kind) {
-            Some(Kind::PeerAuthentication) => security::is_read(meta),
+            Some(Kind::PeerAuthentication | Kind::AuthorizationPolicy) => security::is_read(meta),
             Some(_) => istio::is_networking(meta),
             None => false,
         }
@@ -271,6 +271,9 @@ impl Decode for Box<Decoded> {
             Some(Kind::PeerAuthentication) => {
                 Decoded::new(Object::deserialize(de)?, ConfigSpec::PeerAuthentication)
             }
+            Some(Kind::AuthorizationPolicy) => Decoded::new(Object::deserialize(de)?, |ap| {
+                ConfigSpec::AuthorizationPolicy(Box::new(ap))
+            }),
             None => return Err(D::Error::custom(format!("unexpected kind {}", meta.kind))),
         })
     }

@@ -1,6 +1,7 @@
 //! Tests of [`validate`]: objects are written as YAML specs, as users write them, and each
 //! failing case asserts the exact paths of its errors.
 
+mod authorization_policy;
 mod destination_rule;
 mod gateway;
 mod http;

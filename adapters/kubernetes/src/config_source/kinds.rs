@@ -26,10 +26,10 @@ pub(super) struct ApiKind {
     pub(super) plural: &'static str,
 }
 
-/// The kinds of the config source. `PeerAuthentication` is read as the networking kinds are;
-/// `AuthorizationPolicy` and `RequestAuthentication` are read only to be refused, each with an
-/// error and a Kubernetes Event, until wayfinder enforces them: a mesh moved to wayfinder must
-/// not lose its DENY rules without a word.
+/// The kinds of the config source. `PeerAuthentication` and `AuthorizationPolicy` are read as
+/// the networking kinds are; `RequestAuthentication` is read only to be refused, each with an
+/// error and a Kubernetes Event, until wayfinder enforces it: a mesh moved to wayfinder must
+/// not lose its JWT rules without a word.
 pub(super) const CONFIG: [ApiKind; 8] = [
     ApiKind::new(NETWORKING, "VirtualService", "virtualservices"),
     ApiKind::new(NETWORKING, "DestinationRule", "destinationrules"),

@@ -51,7 +51,7 @@ type Change = fn(&Snapshot) -> Snapshot;
 /// everything; `grpc_routing`, `listeners`, `gateways` and `routes` everything but endpoints;
 /// `inbound` nothing but its key.
 #[rustfmt::skip]
-const CASES: [(&str, Change, [Rebuilt; 9]); 10] = [
+const CASES: [(&str, Change, [Rebuilt; 9]); 11] = [
     // Columns: sidecar_services, grpc_services, outbound, grpc_scopes, grpc_routing,
     // listeners, gateways, routes, inbound.
     ("nothing",             unchanged,         [No,   No,   No,  No,  No,  No,  No,  No,  No]),
@@ -66,6 +66,9 @@ const CASES: [(&str, Change, [Rebuilt; 9]); 10] = [
     // The mesh sidecar's inbound key holds its PeerAuthentication mode: its layers are made
     // for a new key, none rebuilt; the plaintext sidecar's are carried.
     ("a PeerAuthentication", peer_authentication, [All, All, All, All, All, All, All, All, No]),
+    // The scoped sidecar's inbound key holds its AuthorizationPolicy: made for a new key,
+    // the other sidecars' carried.
+    ("an AuthorizationPolicy", authorization_policy, [All, All, All, All, All, All, All, All, No]),
 ];
 
 #[test]
@@ -230,7 +233,7 @@ fn registrations() -> Vec<Registration> {
 
 fn base() -> Snapshot {
     let model = snapshot_with_config(mock(registrations()), config(None)).unwrap();
-    assert_eq!(model.config.objects.len(), 6, "every object is valid");
+    assert_eq!(model.config.objects.len(), 7, "every object is valid");
     model
 }
 
@@ -241,7 +244,8 @@ fn mock(registrations: Vec<Registration>) -> Vec<(RegistryId, Vec<Registration>)
 /// A DestinationRule with a subset and a VirtualService to it for svc-1, a Gateway and a
 /// VirtualService bound to it routing to svc-2 (whose port the route takes from its
 /// definition), a Sidecar that lets the `app: scoped` workload see svc-0 only, and the
-/// namespace's PeerAuthentication. The object of kind `edited` is changed.
+/// namespace's PeerAuthentication, and an AuthorizationPolicy of the `app: scoped` workload.
+/// The object of kind `edited` is changed.
 fn config(edited: Option<Kind>) -> Vec<ConfigObject> {
     let yaml = |kind: Kind, before: &str, after: &str| -> String {
         if edited == Some(kind) { after } else { before }.to_string()
@@ -271,6 +275,11 @@ fn config(edited: Option<Kind>) -> Vec<ConfigObject> {
         "{mtls: {mode: STRICT}}",
         "{mtls: {mode: PERMISSIVE}}",
     );
+    let authz = yaml(
+        Kind::AuthorizationPolicy,
+        "{selector: {matchLabels: {app: scoped}}, action: DENY, rules: [{to: [{operation: {methods: [DELETE]}}]}]}",
+        "{selector: {matchLabels: {app: scoped}}, action: DENY, rules: [{to: [{operation: {methods: [PUT]}}]}]}",
+    );
     let ingress = "{hosts: [svc-2.example.com], gateways: [ingress], http: [{route: [{destination: {host: svc-2}}]}]}";
     [
         ("svc-1", ConfigSpec::DestinationRule(Box::new(parse(&rule)))),
@@ -279,6 +288,10 @@ fn config(edited: Option<Kind>) -> Vec<ConfigObject> {
         ("ingress", ConfigSpec::VirtualService(parse(ingress))),
         ("scoped", ConfigSpec::Sidecar(parse(&scoped))),
         ("default", ConfigSpec::PeerAuthentication(parse(&peers))),
+        (
+            "deny-delete",
+            ConfigSpec::AuthorizationPolicy(Box::new(parse(&authz))),
+        ),
     ]
     .into_iter()
     .map(|(name, spec)| ConfigObject {
@@ -355,6 +368,10 @@ fn scoping(before: &Snapshot) -> Snapshot {
 
 fn peer_authentication(before: &Snapshot) -> Snapshot {
     edited(before, Kind::PeerAuthentication)
+}
+
+fn authorization_policy(before: &Snapshot) -> Snapshot {
+    edited(before, Kind::AuthorizationPolicy)
 }
 
 /// `before` with the object of `kind` changed, its services shared.

@@ -24,8 +24,9 @@ const REVIEWS_ID: &str = "spiffe://cluster.local/ns/default/sa/reviews";
 
 /// `reviews` (HTTP 9080): the proxy's own workload at 10.0.0.1 with a sidecar (labelled
 /// `security.istio.io/tlsMode: istio`, service account `reviews`), and 10.0.0.2 without one.
-/// `db` (TCP 5432) at 10.0.0.1 too.
-fn snapshot(config: &[(&str, ConfigSpec)]) -> XdsSnapshot {
+/// `db` (TCP 5432) at 10.0.0.1 too. The objects of `config` are named `NAME` (in `default`) or
+/// `NAMESPACE/NAME`.
+pub(super) fn snapshot(config: &[(&str, ConfigSpec)]) -> XdsSnapshot {
     let mut reviews = Service::new("reviews.default.svc.cluster.local", "default").with_port(
         "http",
         9080,
@@ -49,13 +50,16 @@ fn snapshot(config: &[(&str, ConfigSpec)]) -> XdsSnapshot {
     ];
     let objects = config
         .iter()
-        .map(|(name, spec)| ConfigObject {
-            meta: ConfigMeta {
-                name: (*name).into(),
-                namespace: "default".into(),
-                ..Default::default()
-            },
-            spec: spec.clone(),
+        .map(|(name, spec)| {
+            let (namespace, name) = name.split_once('/').unwrap_or(("default", name));
+            ConfigObject {
+                meta: ConfigMeta {
+                    name: name.into(),
+                    namespace: namespace.into(),
+                    ..Default::default()
+                },
+                spec: spec.clone(),
+            }
         })
         .collect();
     let model =
@@ -77,7 +81,7 @@ fn rule(yaml: &str) -> ConfigSpec {
 }
 
 /// The sidecar of the workload at 10.0.0.1 (`app: reviews`), with a mesh certificate or not.
-fn proxy(mesh: bool) -> Proxy {
+pub(super) fn proxy(mesh: bool) -> Proxy {
     Proxy {
         labels: [("app".to_string(), "reviews".to_string())].into(),
         ips: vec![[10, 0, 0, 1].into()],
@@ -86,7 +90,12 @@ fn proxy(mesh: bool) -> Proxy {
     }
 }
 
-fn get<M: Message + Default>(snap: &XdsSnapshot, proxy: &Proxy, t: TypeUrl, name: &str) -> M {
+pub(super) fn get<M: Message + Default>(
+    snap: &XdsSnapshot,
+    proxy: &Proxy,
+    t: TypeUrl,
+    name: &str,
+) -> M {
     let resources = snap.resources(proxy, t, &BTreeSet::new());
     let r = resources
         .get(name)

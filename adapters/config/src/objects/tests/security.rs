@@ -1,5 +1,6 @@
-//! Security policies: `PeerAuthentication` read and judged as the networking kinds are, the
-//! policies wayfinder does not enforce refused, each on its own document.
+//! Security policies: `PeerAuthentication` and `AuthorizationPolicy` read and judged as the
+//! networking kinds are, the policy wayfinder does not enforce refused, each on its own
+//! document.
 
 use std::path::Path;
 
@@ -87,17 +88,44 @@ fn a_mode_istio_does_not_name_or_a_field_nobody_defines_rejects_the_document() {
 }
 
 #[test]
+fn authorization_policy_is_read_judged_and_custom_refused() {
+    let allow = "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n\
+                 metadata: {name: api, namespace: foo}\nspec:\n  \
+                 rules: [{to: [{operation: {paths: [/api/*]}}]}]\n";
+    let custom = "apiVersion: security.istio.io/v1beta1\nkind: AuthorizationPolicy\n\
+                  metadata: {name: ext, namespace: foo}\nspec:\n  action: CUSTOM\n  \
+                  provider: {name: opa}\n  rules: [{}]\n";
+    let typo = allow.replace("rules:", "rulez: []\n  rules:");
+    let text = format!("{allow}---\n{custom}---\n{typo}");
+    let items = decode::read(Path::new("ap.yaml"), text.as_bytes(), VALIDATE);
+    let [Item::Object(allow), Item::Object(custom), Item::Object(typo)] = &items[..] else {
+        panic!("{items:#?}")
+    };
+    assert_eq!(allow.rejection(), None);
+    let object = &allow.object;
+    assert_eq!(object.kind(), Kind::AuthorizationPolicy);
+    let ConfigSpec::AuthorizationPolicy(ap) = &object.spec else {
+        panic!("{object:?}")
+    };
+    assert_eq!(ap.rules.as_ref().map(Vec::len), Some(1));
+    let err = custom.rejection().expect("refused").to_string();
+    assert!(err.contains("spec.action: CUSTOM needs an external authorizer"), "{err}");
+    let err = typo.rejection().expect("refused").to_string();
+    assert!(err.contains("spec.rulez: unknown field"), "{err}");
+}
+
+#[test]
 fn other_security_policies_and_unknown_versions_are_refused() {
     let policies = [
-        (
-            "security.istio.io/v1",
-            "AuthorizationPolicy",
-            "does not enforce AuthorizationPolicy",
-        ),
         (
             "security.istio.io/v1beta1",
             "RequestAuthentication",
             "does not enforce RequestAuthentication",
+        ),
+        (
+            "security.istio.io/v1alpha1",
+            "AuthorizationPolicy",
+            "reads AuthorizationPolicy of security.istio.io/{v1,v1beta1} only",
         ),
         (
             "security.istio.io/v1alpha1",

@@ -1,0 +1,588 @@
+//! One AuthorizationPolicy rule as one Envoy RBAC `Policy`, following Istio's `model.New` and
+//! `Model.Generate` (`pilot/pkg/security/authz/model/model.go`) field for field:
+//!
+//! - each `from` is one principal (their list is ORed), each `to` one permission; each is an
+//!   AND (`and_ids`, `and_rules`, even of one item; `any` when empty) of its fields, in Istio's
+//!   order: principals, request principals, service accounts, trust domains, namespaces,
+//!   remote IPs, IPs, then the `when` conditions of the principal side in their order; hosts,
+//!   methods, paths, ports, then the permission side's `when` conditions;
+//! - a field is an OR of its values (`or_ids`, `or_rules`, even of one) and a NOT of the OR of
+//!   its `not` values; the JWT fields and Envoy metadata build their matcher from all values
+//!   at once, with no OR around it;
+//! - a value that cannot be used (an HTTP field on a TCP port, an address that does not parse)
+//!   drops the whole rule of an ALLOW policy (it allows less) and only that value of a DENY or
+//!   AUDIT one (which then matches more, so denies more); a `when` key Istio does not know
+//!   drops the rule whatever the action.
+//!
+//! Peer principals are matched against the trust domain in force: a principal of the form
+//! `TD/ns/NS/sa/SA` whose trust domain is `cluster.local` (Istio's default), or a pattern that
+//! matches the mesh's, is rewritten to the mesh's (Istio's `ReplaceTrustDomainAliases`, with no
+//! aliases).
+
+use std::borrow::Cow;
+
+use wayfinder_config::authorization_policy::{Condition, Rule};
+
+use super::matchers::{self as m, JWT_FILTER};
+use crate::xds::pb::core::TypedExtensionConfig;
+use crate::xds::pb::matcher::{StringMatcher, ValueMatcher};
+use crate::xds::pb::rbac::{
+    Permission, Policy, Principal, permission, principal, rbac::Action as RbacAction,
+};
+use crate::xds::pb::uri_template::UriTemplateMatchConfig;
+
+/// Why a rule gives no policy; for the log and debug pages.
+pub(super) type Skip = String;
+
+/// The Envoy policy of `rule` of a policy in `namespace`, for an HTTP or a TCP chain, in a
+/// filter of `action`; `Err` when Istio would skip the rule.
+pub(super) fn policy(
+    namespace: &str,
+    rule: &Rule,
+    tcp: bool,
+    action: RbacAction,
+    trust_domain: &str,
+) -> Result<Policy, Skip> {
+    let (base_principal, base_permission) = conditions(&rule.when)?;
+    let mut principals = Vec::new();
+    for from in &rule.from {
+        let mut fields = Vec::new();
+        if let Some(s) = &from.source {
+            fields.push(Field::new(
+                SOURCE_PRINCIPAL,
+                migrate(&s.principals, trust_domain),
+                migrate(&s.not_principals, trust_domain),
+                Gen::Principal,
+            ));
+            fields.push(Field::borrowed(
+                "request.auth.principal",
+                &s.request_principals,
+                &s.not_request_principals,
+                Gen::RequestPrincipal,
+            ));
+            fields.push(Field::borrowed(
+                "source.serviceAccount",
+                &s.service_accounts,
+                &s.not_service_accounts,
+                Gen::ServiceAccount,
+            ));
+            fields.push(Field::new(
+                "source.trustDomain",
+                dedup(&s.trust_domains),
+                dedup(&s.not_trust_domains),
+                Gen::TrustDomain,
+            ));
+            fields.push(Field::borrowed(
+                "source.namespace",
+                &s.namespaces,
+                &s.not_namespaces,
+                Gen::Namespace,
+            ));
+            fields.push(Field::borrowed(
+                "remote.ip",
+                &s.remote_ip_blocks,
+                &s.not_remote_ip_blocks,
+                Gen::RemoteIp,
+            ));
+            fields.push(Field::borrowed(
+                "source.ip",
+                &s.ip_blocks,
+                &s.not_ip_blocks,
+                Gen::SourceIp,
+            ));
+        }
+        fields.extend(base_principal.iter().cloned());
+        principals.push(and_ids(principal_items(&fields, namespace, tcp, action)?));
+    }
+    if rule.from.is_empty() {
+        principals.push(and_ids(principal_items(
+            &base_principal,
+            namespace,
+            tcp,
+            action,
+        )?));
+    }
+    let mut permissions = Vec::new();
+    for to in &rule.to {
+        let mut fields = Vec::new();
+        if let Some(o) = &to.operation {
+            fields.push(Field::borrowed(
+                ":authority",
+                &o.hosts,
+                &o.not_hosts,
+                Gen::Host,
+            ));
+            fields.push(Field::borrowed(
+                ":method",
+                &o.methods,
+                &o.not_methods,
+                Gen::Method,
+            ));
+            fields.push(Field::borrowed(
+                "path-matcher",
+                &o.paths,
+                &o.not_paths,
+                Gen::Path,
+            ));
+            fields.push(Field::borrowed(
+                "destination.port",
+                &o.ports,
+                &o.not_ports,
+                Gen::DestinationPort,
+            ));
+        }
+        fields.extend(base_permission.iter().cloned());
+        permissions.push(and_rules(permission_items(&fields, tcp, action)?));
+    }
+    if rule.to.is_empty() {
+        permissions.push(and_rules(permission_items(&base_permission, tcp, action)?));
+    }
+    Ok(Policy {
+        permissions,
+        principals,
+        ..Default::default()
+    })
+}
+
+const SOURCE_PRINCIPAL: &str = "source.principal";
+
+/// How a field's values become matchers (Istio's generators).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gen {
+    // The principal side.
+    SourceIp,
+    RemoteIp,
+    Namespace,
+    TrustDomain,
+    ServiceAccount,
+    Principal,
+    RequestPrincipal,
+    Audiences,
+    Presenter,
+    Header,
+    Claims,
+    // The permission side.
+    DestinationIp,
+    DestinationPort,
+    Sni,
+    EnvoyFilter,
+    Host,
+    Method,
+    Path,
+}
+
+impl Gen {
+    /// Built from all values at once, with no OR around (Istio's extended generators).
+    fn extended(self) -> bool {
+        matches!(
+            self,
+            Gen::RequestPrincipal
+                | Gen::Audiences
+                | Gen::Presenter
+                | Gen::Claims
+                | Gen::EnvoyFilter
+        )
+    }
+
+    /// Refused on TCP chains.
+    fn http_only(self) -> bool {
+        matches!(
+            self,
+            Gen::RequestPrincipal
+                | Gen::Audiences
+                | Gen::Presenter
+                | Gen::Header
+                | Gen::Claims
+                | Gen::Host
+                | Gen::Method
+                | Gen::Path
+        )
+    }
+}
+
+/// A field (or `when` condition) with its values.
+#[derive(Clone, Debug)]
+struct Field<'a> {
+    key: &'a str,
+    values: Cow<'a, [String]>,
+    not_values: Cow<'a, [String]>,
+    kind: Gen,
+}
+
+impl<'a> Field<'a> {
+    fn new(
+        key: &'a str,
+        values: Cow<'a, [String]>,
+        not_values: Cow<'a, [String]>,
+        kind: Gen,
+    ) -> Self {
+        Self {
+            key,
+            values,
+            not_values,
+            kind,
+        }
+    }
+
+    fn borrowed(key: &'a str, values: &'a [String], not_values: &'a [String], kind: Gen) -> Self {
+        Self::new(key, values.into(), not_values.into(), kind)
+    }
+}
+
+/// The `when` conditions, split into the principal side and the permission side.
+fn conditions(when: &[Condition]) -> Result<(Vec<Field<'_>>, Vec<Field<'_>>), Skip> {
+    let (mut principal, mut permission) = (Vec::new(), Vec::new());
+    for c in when {
+        let k = c.key.as_str();
+        let kind = match k {
+            "destination.ip" => Gen::DestinationIp,
+            "destination.port" => Gen::DestinationPort,
+            "connection.sni" => Gen::Sni,
+            _ if k.starts_with("experimental.envoy.filters.") => Gen::EnvoyFilter,
+            "source.ip" => Gen::SourceIp,
+            "remote.ip" => Gen::RemoteIp,
+            "source.namespace" => Gen::Namespace,
+            "source.trustDomain" => Gen::TrustDomain,
+            "source.serviceAccount" => Gen::ServiceAccount,
+            SOURCE_PRINCIPAL => Gen::Principal,
+            "request.auth.principal" => Gen::RequestPrincipal,
+            "request.auth.audiences" => Gen::Audiences,
+            "request.auth.presenter" => Gen::Presenter,
+            _ if k.starts_with("request.headers") => Gen::Header,
+            _ if k.starts_with("request.auth.claims") => Gen::Claims,
+            _ => return Err(format!("unknown attribute {k}")),
+        };
+        let field = Field::borrowed(k, &c.values, &c.not_values, kind);
+        let permission_side = matches!(
+            kind,
+            Gen::DestinationIp | Gen::DestinationPort | Gen::Sni | Gen::EnvoyFilter
+        );
+        if permission_side {
+            permission.push(field);
+        } else {
+            principal.push(field);
+        }
+    }
+    Ok((principal, permission))
+}
+
+/// What an unusable value does: in an ALLOW filter it drops the rule, otherwise the value.
+fn check<T>(result: Result<T, String>, action: RbacAction) -> Result<Option<T>, Skip> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if action == RbacAction::Allow => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
+fn principal_items(
+    fields: &[Field<'_>],
+    namespace: &str,
+    tcp: bool,
+    action: RbacAction,
+) -> Result<Vec<Principal>, Skip> {
+    let mut and = Vec::new();
+    for f in fields {
+        for (values, negate) in [(&f.values, false), (&f.not_values, true)] {
+            if values.is_empty() {
+                continue;
+            }
+            let item = if f.kind.extended() {
+                check(extended_principal(f, values, tcp), action)?
+            } else {
+                let mut or = Vec::new();
+                for v in values.iter() {
+                    or.extend(check(one_principal(f, v, namespace, tcp), action)?);
+                }
+                (!or.is_empty())
+                    .then(|| id(principal::Identifier::OrIds(principal::Set { ids: or })))
+            };
+            if let Some(p) = item {
+                and.push(if negate {
+                    id(principal::Identifier::NotId(Box::new(p)))
+                } else {
+                    p
+                });
+            }
+        }
+    }
+    Ok(and)
+}
+
+fn permission_items(
+    fields: &[Field<'_>],
+    tcp: bool,
+    action: RbacAction,
+) -> Result<Vec<Permission>, Skip> {
+    let mut and = Vec::new();
+    for f in fields {
+        for (values, negate) in [(&f.values, false), (&f.not_values, true)] {
+            if values.is_empty() {
+                continue;
+            }
+            let item = if f.kind.extended() {
+                check(extended_permission(f, values), action)?
+            } else {
+                let mut or = Vec::new();
+                for v in values.iter() {
+                    or.extend(check(one_permission(f, v, tcp), action)?);
+                }
+                (!or.is_empty())
+                    .then(|| rule(permission::Rule::OrRules(permission::Set { rules: or })))
+            };
+            if let Some(p) = item {
+                and.push(if negate {
+                    rule(permission::Rule::NotRule(Box::new(p)))
+                } else {
+                    p
+                });
+            }
+        }
+    }
+    Ok(and)
+}
+
+fn http_only(f: &Field<'_>, tcp: bool) -> Result<(), String> {
+    if tcp && f.kind.http_only() {
+        return Err(format!("{:?} is HTTP only", f.key));
+    }
+    Ok(())
+}
+
+/// One value of a principal-side field.
+fn one_principal(f: &Field<'_>, v: &str, namespace: &str, tcp: bool) -> Result<Principal, String> {
+    http_only(f, tcp)?;
+    Ok(match f.kind {
+        Gen::SourceIp => id(principal::Identifier::DirectRemoteIp(m::cidr(v)?)),
+        Gen::RemoteIp => id(principal::Identifier::RemoteIp(m::cidr(v)?)),
+        Gen::Namespace => {
+            let parts: Vec<String> = v.split('*').map(m::quote_meta).collect();
+            authenticated(m::regex(&format!(".*/ns/{}/.*", parts.join(".*"))))
+        }
+        Gen::ServiceAccount => {
+            let (ns, sa) = v.split_once('/').unwrap_or((namespace, v));
+            authenticated(m::regex(&format!(
+                "spiffe://.+/ns/{}/(.+/|)sa/{}(/.+)?",
+                m::quote_meta(ns),
+                m::quote_meta(sa)
+            )))
+        }
+        Gen::TrustDomain => authenticated(if v == "*" {
+            m::prefix("spiffe://", false)
+        } else if let Some((start, end)) = v.split_once('*') {
+            m::regex(&format!(
+                "spiffe://{}[^/]*{}/.*",
+                m::quote_meta(start),
+                m::quote_meta(end)
+            ))
+        } else {
+            m::prefix(&format!("spiffe://{v}/"), false)
+        }),
+        Gen::Principal => authenticated(m::string_with_prefix(v, "spiffe://")),
+        Gen::Header => {
+            let name = m::in_brackets(f.key.trim_start_matches("request.headers"))?;
+            id(principal::Identifier::Header(m::header(name, v, false)))
+        }
+        other => return Err(format!("{other:?} has no principal")),
+    })
+}
+
+/// The JWT fields: all values into one matcher.
+fn extended_principal(f: &Field<'_>, values: &[String], tcp: bool) -> Result<Principal, String> {
+    http_only(f, tcp)?;
+    Ok(match f.kind {
+        Gen::RequestPrincipal => {
+            let mut or: Vec<Principal> = values.iter().map(|v| request_principal(v)).collect();
+            if or.len() == 1 {
+                or.remove(0)
+            } else {
+                id(principal::Identifier::OrIds(principal::Set { ids: or }))
+            }
+        }
+        Gen::Audiences => jwt_metadata(m::jwt_claim(&["aud"], values)),
+        Gen::Presenter => jwt_metadata(m::jwt_claim(&["azp"], values)),
+        Gen::Claims => {
+            let claims = m::in_nested_brackets(f.key.trim_start_matches("request.auth.claims"))?;
+            jwt_metadata(m::jwt_claim(&claims, values))
+        }
+        other => return Err(format!("{other:?} has no principal")),
+    })
+}
+
+/// A request principal `ISS/SUB` (the last `/` splits, since issuers are URLs), with
+/// Istio's wildcards on either side.
+fn request_principal(value: &str) -> Principal {
+    let any = || m::regex(".+");
+    let split = value.rfind('/').map(|i| (&value[..i], &value[i + 1..]));
+    let (iss, sub): (StringMatcher, StringMatcher) = if value == "*" {
+        (any(), any())
+    } else if let Some(rest) = value.strip_prefix('*') {
+        match split {
+            Some(("*", sub)) => (any(), m::exact(sub, false)),
+            Some((iss, sub)) => (m::suffix(&iss[1..], false), m::exact(sub, false)),
+            None => (any(), m::suffix(rest, false)),
+        }
+    } else if let Some(start) = value.strip_suffix('*') {
+        match split {
+            Some((iss, "*")) => (m::exact(iss, false), any()),
+            Some((iss, sub)) => (
+                m::exact(iss, false),
+                m::prefix(&sub[..sub.len() - 1], false),
+            ),
+            None => (m::prefix(start, false), any()),
+        }
+    } else {
+        match split {
+            Some((iss, sub)) => (m::exact(iss, false), m::exact(sub, false)),
+            None => (m::exact(value, false), m::exact("", false)),
+        }
+    };
+    id(principal::Identifier::AndIds(principal::Set {
+        ids: vec![
+            jwt_metadata(m::jwt_string("iss", iss)),
+            jwt_metadata(m::jwt_string("sub", sub)),
+        ],
+    }))
+}
+
+/// One value of a permission-side field.
+fn one_permission(f: &Field<'_>, v: &str, tcp: bool) -> Result<Permission, String> {
+    http_only(f, tcp)?;
+    Ok(match f.kind {
+        Gen::DestinationIp => rule(permission::Rule::DestinationIp(m::cidr(v)?)),
+        Gen::DestinationPort => rule(permission::Rule::DestinationPort(m::port(v)?)),
+        Gen::Sni => rule(permission::Rule::RequestedServerName(m::string(v))),
+        Gen::Host => rule(permission::Rule::Header(m::header(":authority", v, true))),
+        Gen::Method => rule(permission::Rule::Header(m::header(":method", v, false))),
+        Gen::Path if v.contains("{*}") || v.contains("{**}") => {
+            let template = UriTemplateMatchConfig {
+                path_template: v.replace("{**}", "**").replace("{*}", "*"),
+            };
+            rule(permission::Rule::UriTemplate(TypedExtensionConfig {
+                name: "uri-template".into(),
+                typed_config: Some(super::super::proto::any(&template)),
+            }))
+        }
+        Gen::Path => rule(permission::Rule::UrlPath(m::path(v))),
+        other => return Err(format!("{other:?} has no permission")),
+    })
+}
+
+/// `experimental.envoy.filters.A.B[KEY]`: the metadata of filter `envoy.filters.A.B` at `KEY`
+/// is one of the values (`[V]`: a list holding `V`).
+fn extended_permission(f: &Field<'_>, values: &[String]) -> Result<Permission, String> {
+    let inner = f
+        .key
+        .trim_start_matches("experimental.")
+        .trim_end_matches(']');
+    let Some((filter, key)) = inner.split_once('[') else {
+        return Err(format!("invalid key: {}", f.key));
+    };
+    let matchers: Vec<ValueMatcher> = values
+        .iter()
+        .map(
+            |v| match v.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                Some(inner) => m::value_list(m::value_string(m::string(inner))),
+                None => m::value_string(m::string(v)),
+            },
+        )
+        .collect();
+    #[allow(deprecated)] // Istio's form; `sourced_metadata` is the same match on the request.
+    let metadata = permission::Rule::Metadata(m::metadata(filter, &[key], m::value_or(matchers)));
+    Ok(rule(metadata))
+}
+
+/// The peer certificate's URI SAN (its SPIFFE id) matching `name`.
+fn authenticated(name: StringMatcher) -> Principal {
+    id(principal::Identifier::Authenticated(
+        principal::Authenticated {
+            principal_name: Some(name),
+        },
+    ))
+}
+
+fn jwt_metadata(metadata: crate::xds::pb::matcher::MetadataMatcher) -> Principal {
+    debug_assert_eq!(metadata.filter, JWT_FILTER);
+    #[allow(deprecated)] // Istio's form; `sourced_metadata` is the same match on the request.
+    id(principal::Identifier::Metadata(metadata))
+}
+
+fn id(identifier: principal::Identifier) -> Principal {
+    Principal {
+        identifier: Some(identifier),
+    }
+}
+
+fn rule(rule: permission::Rule) -> Permission {
+    Permission { rule: Some(rule) }
+}
+
+fn and_ids(mut ids: Vec<Principal>) -> Principal {
+    if ids.is_empty() {
+        ids.push(id(principal::Identifier::Any(true)));
+    }
+    id(principal::Identifier::AndIds(principal::Set { ids }))
+}
+
+fn and_rules(mut rules: Vec<Permission>) -> Permission {
+    if rules.is_empty() {
+        rules.push(rule(permission::Rule::Any(true)));
+    }
+    rule(permission::Rule::AndRules(permission::Set { rules }))
+}
+
+/// Peer principals in the mesh's trust domain (see the module's docs).
+fn migrate<'a>(values: &'a [String], trust_domain: &str) -> Cow<'a, [String]> {
+    if values.iter().all(|v| migrated(v, trust_domain).is_none()) {
+        return values.into();
+    }
+    let each = values.iter();
+    each.map(|v| migrated(v, trust_domain).unwrap_or_else(|| v.clone()))
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// `TD/ns/NS/sa/SA` rewritten to the mesh's trust domain, when Istio would.
+fn migrated(principal: &str, trust_domain: &str) -> Option<String> {
+    let parts: Vec<&str> = principal.split('/').collect();
+    let [td, rest @ ..] = parts.as_slice() else {
+        return None;
+    };
+    if parts.len() != 5 || *td == "*" {
+        return None;
+    }
+    let prefix_match =
+        |a: &str, pattern: &str| pattern.strip_suffix('*').is_some_and(|p| a.starts_with(p));
+    let suffix_match =
+        |a: &str, pattern: &str| pattern.strip_prefix('*').is_some_and(|s| a.ends_with(s));
+    let matches = *td == trust_domain
+        || prefix_match(td, trust_domain)
+        || prefix_match(trust_domain, td)
+        || suffix_match(td, trust_domain)
+        || suffix_match(trust_domain, td)
+        || *td == "cluster.local";
+    if !matches || suffix_match(trust_domain, td) {
+        return None;
+    }
+    let migrated = format!("{trust_domain}/{}", rest.join("/"));
+    (migrated != principal).then_some(migrated)
+}
+
+/// Values without repeats, in their order (Istio's trust-domain expansion, with no aliases).
+fn dedup(values: &[String]) -> Cow<'_, [String]> {
+    let mut seen: Vec<&String> = Vec::new();
+    if values.iter().all(|v| {
+        let new = !seen.contains(&v);
+        seen.push(v);
+        new
+    }) {
+        return values.into();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for v in values {
+        if !out.contains(v) {
+            out.push(v.clone());
+        }
+    }
+    out.into()
+}
