@@ -54,6 +54,7 @@ mod ads_delta;
 mod ads_sotw;
 mod agent;
 mod architecture;
+mod authorization;
 mod autoregistration;
 mod bad_input;
 mod bookinfo;

@@ -23,11 +23,13 @@ use crate::support::fixtures::{istio_file, write};
 use crate::support::netns::Netns;
 use crate::tools::{Tools, tools};
 
-/// The identities of the two pods, as their bootstrap tokens give them.
+/// The identities of the two pods, as their bootstrap tokens give them, the east-west
+/// gateway's, and another workload's (a mesh client that is neither pod).
 const TOKENS: &str = "pod-a-token-000000001 default sleep\npod-b-token-000000001 default reviews\n\
-                      eastwest-token-000001 default istio-eastwestgateway\n";
+                      eastwest-token-000001 default istio-eastwestgateway\n\
+                      other-token-000000001 default other\n";
 /// Pod A's SPIFFE id.
-const SLEEP: &str = "spiffe://cluster.local/ns/default/sa/sleep";
+pub(crate) const SLEEP: &str = "spiffe://cluster.local/ns/default/sa/sleep";
 
 /// The ServiceEntry `reviews` (address 10.96.0.5, HTTP port 80) with pod B's workload as its
 /// endpoint, running as the service account `reviews`: as in Istio, a workload entry with a
@@ -55,11 +57,24 @@ fn peer_authentication(mode: &str) -> String {
 /// A plain HTTP GET of `url` by Python in `netns` as `user` (`nobody`: pod A's application,
 /// whose traffic the capture sends through the sidecar; `root`: a client outside the mesh,
 /// which the capture leaves alone): `STATUS BODY XFCC`, or `failed: ERROR`.
-async fn request(netns: &Netns, tools: &Tools, user: &str, url: &str) -> String {
+pub(crate) async fn request(netns: &Netns, tools: &Tools, user: &str, url: &str) -> String {
+    request_with(netns, tools, user, "GET", url).await
+}
+
+/// [`request`] with another method. An HTTP error status is `failed:` with it
+/// (`<HTTPError 403: 'Forbidden'>`).
+pub(crate) async fn request_with(
+    netns: &Netns,
+    tools: &Tools,
+    user: &str,
+    method: &str,
+    url: &str,
+) -> String {
     let script = format!(
         "import urllib.request\n\
          try:\n    \
-             r = urllib.request.urlopen('{url}', timeout=5)\n    \
+             q = urllib.request.Request('{url}', method='{method}')\n    \
+             r = urllib.request.urlopen(q, timeout=5)\n    \
              print(r.status, r.read().decode(), r.headers.get('x-xfcc', '-'))\n\
          except Exception as e:\n    \
              print('failed:', repr(e))"
@@ -82,7 +97,7 @@ async fn request(netns: &Netns, tools: &Tools, user: &str, url: &str) -> String 
 }
 
 /// Pod A's application asking the `reviews` service through its sidecar.
-async fn from_mesh(a: &Netns, tools: &Tools) -> String {
+pub(crate) async fn from_mesh(a: &Netns, tools: &Tools) -> String {
     request(a, tools, "nobody", "http://10.96.0.5/").await
 }
 
@@ -241,22 +256,22 @@ async fn mesh_agent(
 /// Two pods and the control plane in pod A, with its secure port on pod A's address; pod B
 /// runs the `reviews` workload (its port `port`) and has its traffic captured. `config` is
 /// the server's `--config-dir`.
-struct Mesh {
-    tools: Tools,
-    a: Netns,
-    b: Netns,
-    dir: tempfile::TempDir,
-    config: std::path::PathBuf,
-    ca: std::path::PathBuf,
-    port: u16,
+pub(crate) struct Mesh {
+    pub(crate) tools: Tools,
+    pub(crate) a: Netns,
+    pub(crate) b: Netns,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) config: std::path::PathBuf,
+    pub(crate) ca: std::path::PathBuf,
+    pub(crate) port: u16,
     /// The server and pod B's workload, stopped when this is dropped.
-    _w: Wayfinder,
+    pub(crate) server: Wayfinder,
     _app: tokio::process::Child,
 }
 
 impl Mesh {
     /// Starts it with `configs` (file name, YAML) in the `--config-dir`.
-    async fn start(tools: Tools, configs: &[(&str, &str)]) -> Self {
+    pub(crate) async fn start(tools: Tools, configs: &[(&str, &str)]) -> Self {
         let (a, b) = two_pods(&tools).await;
         // Pod B's workload, on its loopback as a container's server would be.
         let (app, port) = backend_in(b.command(&tools.python), &tools, "pod-b", &[]).await;
@@ -312,28 +327,107 @@ impl Mesh {
             config,
             ca,
             port,
-            _w: w,
+            server: w,
             _app: app,
         }
     }
 
     /// The token file of `name` (`a`, `b`, `eastwest`).
-    fn token(&self, name: &str) -> std::path::PathBuf {
+    pub(crate) fn token(&self, name: &str) -> std::path::PathBuf {
         self.dir.path().join(format!("token-{name}"))
     }
 
-    /// Pod B's sidecar, as `reviews`.
-    async fn sidecar_b(&self) -> Agent {
+    /// Pod B's sidecar, as `reviews`, labelled `app: reviews`.
+    pub(crate) async fn sidecar_b(&self) -> Agent {
         let token = self.token("b");
+        let labels = [("ISTIO_METAJSON_LABELS", r#"{"app": "reviews"}"#)];
         mesh_agent(
             &self.b,
             self,
             "sidecar",
             ("pod-b", "10.1.1.6", "reviews"),
+            &labels,
+            &token,
+        )
+        .await
+    }
+
+    /// Pod A's sidecar, as `sleep`, with pod A's traffic captured but the control plane's.
+    pub(crate) async fn sidecar_a(&self) -> Agent {
+        capture(
+            &self.a,
+            &self.tools,
+            &[
+                "-u",
+                "0",
+                "-g",
+                "0",
+                "-d",
+                "15010,15012",
+                "-o",
+                "15010,15012",
+            ],
+        )
+        .await;
+        let token = self.token("a");
+        mesh_agent(
+            &self.a,
+            self,
+            "sidecar",
+            ("pod-a", "10.1.1.5", "sleep"),
             &[],
             &token,
         )
         .await
+    }
+
+    /// Another workload in pod B (an HTTP server, served as TCP), behind the ServiceEntry
+    /// `echo-tcp` (address 10.96.0.6, TCP port 9000, service account `reviews`): the process
+    /// and its port.
+    pub(crate) async fn tcp_service(&self) -> (tokio::process::Child, u16) {
+        let (app, port) = backend_in(
+            self.b.command(&self.tools.python),
+            &self.tools,
+            "pod-b-tcp",
+            &[],
+        )
+        .await;
+        let entry = format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\n\
+             metadata: {{name: echo-tcp, namespace: default}}\nspec:\n  \
+             hosts: [echo-tcp.default.svc.cluster.local]\n  addresses: [10.96.0.6]\n  \
+             location: MESH_INTERNAL\n  resolution: STATIC\n  \
+             ports: [{{number: 9000, name: tcp, protocol: TCP}}]\n  \
+             endpoints: [{{address: 10.1.1.6, ports: {{tcp: {port}}}, serviceAccount: reviews}}]\n"
+        );
+        write(&self.dir.path().join("files"), "echo-tcp.yaml", &entry);
+        (app, port)
+    }
+
+    /// A certificate of the mesh for the identity of the bootstrap token `token` (its key
+    /// made here), written with the root to a directory of its own (`chain.pem`, `key.pem`,
+    /// `root.pem`) for [`mtls_request`].
+    pub(crate) async fn client_certificate(&self, token: &'static str) -> std::path::PathBuf {
+        let root = std::fs::read_to_string(self.ca.join("root-cert.pem")).unwrap();
+        let root_pem = root.clone();
+        let (chain, key) = self
+            .a
+            .block_on(move || async move {
+                let addr = "10.1.1.5:15012".parse().unwrap();
+                let channel = crate::secure::channel(addr, &root_pem, None).await;
+                let (csr, key) = crate::secure::csr();
+                let chain = crate::secure::create(channel, &csr, Some(token))
+                    .await
+                    .expect("a certificate");
+                (chain, key)
+            })
+            .await;
+        let dir = self.dir.path().join(format!("client-{token}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        write(&dir, "chain.pem", &chain.concat());
+        write(&dir, "key.pem", &key);
+        write(&dir, "root.pem", &root);
+        dir
     }
 }
 
@@ -351,32 +445,7 @@ async fn sidecars_speak_mutual_tls_as_peer_authentication_says_and_rotate_certif
         ..
     } = &mesh;
     let (tools, port) = (tools, *port);
-    // Pod A's capture leaves the control plane's ports alone, both ways.
-    capture(
-        a,
-        tools,
-        &[
-            "-u",
-            "0",
-            "-g",
-            "0",
-            "-d",
-            "15010,15012",
-            "-o",
-            "15010,15012",
-        ],
-    )
-    .await;
-    let token = mesh.token("a");
-    let agent_a = mesh_agent(
-        a,
-        &mesh,
-        "sidecar",
-        ("pod-a", "10.1.1.5", "sleep"),
-        &[],
-        &token,
-    )
-    .await;
+    let agent_a = mesh.sidecar_a().await;
     let agent_b = mesh.sidecar_b().await;
     let (admin_a, admin_b) = (agent_a.admin(0).await, agent_b.admin(0).await);
 
@@ -490,11 +559,18 @@ async fn sidecars_speak_mutual_tls_as_peer_authentication_says_and_rotate_certif
 /// `istio: eastwestgateway`, in the namespace `default`.
 const EASTWEST: &str = "multicluster_expose-services.yaml";
 
-/// A mesh client in pod A (Python's `ssl`, as root, so not captured): mTLS to the gateway at
-/// 127.0.0.1:15443 with SNI `sni`, ALPN `istio` and the certificate in `dir` (`chain.pem`,
-/// `key.pem`, trusting `root.pem`), then `GET /`: `STATUS BODY [SERVER URIS] [XFCC]`, or
-/// `failed: ERROR`.
-async fn through_gateway(mesh: &Mesh, dir: &Path, sni: &str) -> String {
+/// A mesh client in pod A (Python's `ssl`, as root, so not captured): mTLS to `target` with
+/// SNI `sni`, ALPN `istio` and the certificate in `dir` (see [`Mesh::client_certificate`]),
+/// then `METHOD PATH` over HTTP/1.1: `STATUS BODY [SERVER URIS] [XFCC]`, or `failed: ERROR`
+/// (also when the server closes the connection without an answer).
+pub(crate) async fn mtls_request(
+    mesh: &Mesh,
+    dir: &Path,
+    target: (&str, u16),
+    sni: &str,
+    method: &str,
+    path: &str,
+) -> String {
     let file = |name: &str| dir.join(name).display().to_string();
     let script = format!(
         "import socket, ssl\n\
@@ -504,16 +580,18 @@ async fn through_gateway(mesh: &Mesh, dir: &Path, sni: &str) -> String {
          ctx.load_cert_chain('{chain}', '{key}')\n\
          ctx.set_alpn_protocols(['istio'])\n\
          try:\n    \
-             with socket.create_connection(('127.0.0.1', 15443), timeout=5) as raw:\n        \
+             with socket.create_connection(('{host}', {port}), timeout=5) as raw:\n        \
                  with ctx.wrap_socket(raw, server_hostname='{sni}') as s:\n            \
                      uris = [v for k, v in s.getpeercert().get('subjectAltName', ()) if k == 'URI']\n            \
-                     s.sendall(b'GET / HTTP/1.1\\r\\nHost: reviews\\r\\nConnection: close\\r\\n\\r\\n')\n            \
+                     s.sendall(b'{method} {path} HTTP/1.1\\r\\nHost: reviews\\r\\nConnection: close\\r\\n\\r\\n')\n            \
                      data = b''\n            \
                      while True:\n                \
                          chunk = s.recv(65536)\n                \
                          if not chunk:\n                    \
                              break\n                \
                          data += chunk\n    \
+             if not data:\n        \
+                 raise ConnectionError('closed without an answer')\n    \
              head, _, body = data.decode().partition('\\r\\n\\r\\n')\n    \
              xfcc = [l.split(': ', 1)[1] for l in head.split('\\r\\n') if l.lower().startswith('x-xfcc:')]\n    \
              print(head.split(' ')[1], body, uris, xfcc)\n\
@@ -522,6 +600,8 @@ async fn through_gateway(mesh: &Mesh, dir: &Path, sni: &str) -> String {
         root = file("root.pem"),
         chain = file("chain.pem"),
         key = file("key.pem"),
+        host = target.0,
+        port = target.1,
     );
     let out = mesh
         .a
@@ -531,6 +611,11 @@ async fn through_gateway(mesh: &Mesh, dir: &Path, sni: &str) -> String {
         .await
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Through the east-west gateway at 127.0.0.1:15443.
+async fn through_gateway(mesh: &Mesh, dir: &Path, sni: &str) -> String {
+    mtls_request(mesh, dir, ("127.0.0.1", 15443), sni, "GET", "/").await
 }
 
 #[tokio::test]
@@ -551,25 +636,7 @@ async fn an_east_west_gateway_passes_mesh_mtls_through_by_istio_s_sni() {
     let _gateway = mesh_agent(&mesh.a, &mesh, "router", pod, &labels, &token).await;
 
     // The client's own certificate, as `sleep`, from the CA (its key made here).
-    let root = std::fs::read_to_string(mesh.ca.join("root-cert.pem")).unwrap();
-    let root_pem = root.clone();
-    let (chain, key) = mesh
-        .a
-        .block_on(move || async move {
-            let channel =
-                crate::secure::channel("10.1.1.5:15012".parse().unwrap(), &root_pem, None).await;
-            let (csr, key) = crate::secure::csr();
-            let chain = crate::secure::create(channel, &csr, Some("pod-a-token-000000001"))
-                .await
-                .expect("a certificate for sleep");
-            (chain, key)
-        })
-        .await;
-    let client = mesh.dir.path().join("client");
-    std::fs::create_dir_all(&client).unwrap();
-    write(&client, "chain.pem", &chain.concat());
-    write(&client, "key.pem", &key);
-    write(&client, "root.pem", &root);
+    let client = mesh.client_certificate("pod-a-token-000000001").await;
 
     // Istio's SNI for reviews' port 80: the gateway passes the client's mTLS through to pod
     // B's sidecar, which is the server the client sees, and which names the client.

@@ -98,7 +98,12 @@ fn authorization_policy_is_read_judged_and_custom_refused() {
     let typo = allow.replace("rules:", "rulez: []\n  rules:");
     let text = format!("{allow}---\n{custom}---\n{typo}");
     let items = decode::read(Path::new("ap.yaml"), text.as_bytes(), VALIDATE);
-    let [Item::Object(allow), Item::Object(custom), Item::Object(typo)] = &items[..] else {
+    let [
+        Item::Object(allow),
+        Item::Object(custom),
+        Item::Object(typo),
+    ] = &items[..]
+    else {
         panic!("{items:#?}")
     };
     assert_eq!(allow.rejection(), None);
@@ -109,7 +114,10 @@ fn authorization_policy_is_read_judged_and_custom_refused() {
     };
     assert_eq!(ap.rules.as_ref().map(Vec::len), Some(1));
     let err = custom.rejection().expect("refused").to_string();
-    assert!(err.contains("spec.action: CUSTOM needs an external authorizer"), "{err}");
+    assert!(
+        err.contains("spec.action: CUSTOM needs an external authorizer"),
+        "{err}"
+    );
     let err = typo.rejection().expect("refused").to_string();
     assert!(err.contains("spec.rulez: unknown field"), "{err}");
 }
