@@ -37,6 +37,7 @@ async fn main() -> anyhow::Result<()> {
         monitoring_addr: "127.0.0.1:9093".parse()?,
         ready_requires_healthy: false,
         mesh: Default::default(),
+        jwks: Default::default(),
         debug_token: None,
         auto_registration: None,
         limits: Default::default(),

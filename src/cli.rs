@@ -179,6 +179,25 @@ pub struct Discovery {
         value_name = "NAMESPACE"
     )]
     pub root_namespace: String,
+    /// How often the keys of RequestAuthentication's JWT issuers (`jwksUri`, or the issuer's
+    /// OpenID discovery) are fetched again; after a failed round, sooner (1 minute, doubling
+    /// to an hour).
+    #[arg(
+        long = "jwks-refresh-interval",
+        env = "PILOT_JWT_PUB_KEY_REFRESH_INTERVAL",
+        default_value = "20m",
+        value_parser = parse_duration
+    )]
+    pub jwks_refresh_interval: Duration,
+    /// Largest JWKS (or OpenID discovery document) read from an issuer, in bytes; a larger
+    /// one is a failed fetch, and the last good keys stay.
+    #[arg(
+        long = "max-jwks-bytes",
+        value_name = "BYTES",
+        default_value_t = 256 * 1024,
+        value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024)
+    )]
+    pub max_jwks_bytes: u64,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub consul: ConsulArgs,

@@ -23,6 +23,7 @@ pub mod autoregistration;
 pub mod ca;
 pub mod cli;
 pub mod debug;
+pub mod jwks;
 pub mod logging;
 pub mod metrics;
 mod net;

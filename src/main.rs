@@ -118,6 +118,11 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
             trust_domain: args.secure.trust_domain.into(),
             root_namespace: args.root_namespace.into(),
         },
+        jwks: wayfinder::jwks::Settings {
+            refresh: args.jwks_refresh_interval,
+            max_bytes: usize::try_from(args.max_jwks_bytes).unwrap_or(usize::MAX),
+            ..Default::default()
+        },
         limits,
         http_header_read_timeout: args.client_limits.http_header_read_timeout,
         debug_token,

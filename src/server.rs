@@ -52,6 +52,9 @@ pub struct Config {
     /// machines (`--system-ca-file`), the trust domain (`--trust-domain`) and the root
     /// namespace (`--root-namespace`).
     pub mesh: crate::xds::MeshSettings,
+    /// How the keys of RequestAuthentication's issuers are fetched (`--jwks-refresh-interval`,
+    /// `--max-jwks-bytes`).
+    pub jwks: crate::jwks::Settings,
     /// The ADS port's limits: push throttle, new-stream rate, connection ages, request sizes
     /// and budget, streams and connections.
     pub limits: Limits,
@@ -160,11 +163,13 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         aggregate.add_config_source(source);
     }
     let model = aggregate.start(shutdown.clone());
+    let jwks = crate::jwks::spawn(model.clone(), config.jwks, shutdown.clone());
     let ads = AdsServer::new(
         model.clone(),
         xds_metrics,
         &config.domain,
         config.mesh,
+        jwks,
         &config.limits,
         shutdown.clone(),
     );

@@ -14,6 +14,8 @@
 //! | `spec` | `true` to show each object's spec, `false` to leave it out even with `name` |
 //!
 //! The answer: `snapshot_version`, `sources` (each source's health, counts and last error),
+//! `jwks` (each JWT issuer's keys the control plane fetches: `issuer`, `uri` (empty: OpenID
+//! discovery), `fetched` (whether it has keys), `fetched_at`, `bytes` and the last `error`),
 //! `refused` (every document and object refused now, by every source, as `{source, file,
 //! document, line, kind, namespace, name, error}`; an entry leaves when it is fixed; at most
 //! 1,000, with `refused_total`), `objects` (the page), `total` (objects matching the
@@ -27,6 +29,7 @@ use serde_json::{Value, json};
 use wayfinder_config::{ConfigObject, Refusal};
 
 use super::Debug;
+use crate::jwks::JwksTable;
 
 /// Objects per page when `limit` is not given.
 const DEFAULT_LIMIT: usize = 100;
@@ -85,6 +88,7 @@ impl Page {
         });
         if self.spec {
             value["spec"] = json!(object.spec);
+            redact_private_keys(&mut value["spec"]);
         }
         value
     }
@@ -131,12 +135,53 @@ pub(super) async fn configz(
     Json(json!({
         "snapshot_version": snapshot.version,
         "sources": *sources,
+        "jwks": jwks(d.ads.current().keys()),
         "refused": listed,
         "refused_total": refused_total,
         "objects": objects,
         "total": total,
         "next": next,
     }))
+}
+
+/// The JWT keys the control plane fetches, without the keys themselves.
+fn jwks(table: &JwksTable) -> Value {
+    let entries = table.entries().iter().map(|(key, fetched)| {
+        json!({
+            "issuer": key.issuer,
+            "uri": key.uri,
+            "fetched": fetched.jwks.is_some(),
+            "fetched_at": fetched.fetched_at,
+            "bytes": fetched.jwks.as_ref().map(|j| j.len()),
+            "error": fetched.error,
+        })
+    });
+    Value::Array(entries.collect())
+}
+
+/// Members of a JWK that are private key material (`k`: a symmetric key, refused by
+/// validation, is one whole).
+const PRIVATE_MEMBERS: [&str; 7] = ["d", "p", "q", "dp", "dq", "qi", "k"];
+
+/// A RequestAuthentication's inline `jwks` that holds private key material (which validation
+/// warns about) is not shown: a debug page never shows a key.
+fn redact_private_keys(spec: &mut Value) {
+    let Some(rules) = spec.get_mut("jwtRules").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for rule in rules {
+        let private = rule["jwks"]
+            .as_str()
+            .and_then(|jwks| serde_json::from_str::<Value>(jwks).ok())
+            .and_then(|jwks| jwks["keys"].as_array().cloned())
+            .is_some_and(|keys| {
+                keys.iter()
+                    .any(|k| PRIVATE_MEMBERS.iter().any(|m| k.get(m).is_some()))
+            });
+        if private {
+            rule["jwks"] = json!("(not shown: it holds private key material)");
+        }
+    }
 }
 
 fn refusal(source: &str, r: &Refusal) -> Value {

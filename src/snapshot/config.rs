@@ -108,28 +108,38 @@ impl TrafficConfig {
         )
     }
 
-    /// The AuthorizationPolicies that apply to a workload in `namespace` with `labels`, in
-    /// (namespace, name) order, as Istio selects them for a sidecar or a gateway: those of
-    /// `root_namespace` and of `namespace` without a selector, or whose selector's labels the
-    /// workload has (a root-namespace policy with a selector applies in every namespace).
-    /// Policies attached by `targetRef(s)` are for Kubernetes Gateway API resources, which
-    /// wayfinder does not serve, and apply to no workload here.
-    pub fn authorization_for(
+    /// The AuthorizationPolicies and RequestAuthentications that apply to a workload in
+    /// `namespace` with `labels`, by kind, then in (namespace, name) order, as Istio selects
+    /// them for a sidecar or a gateway: those of `root_namespace` and of `namespace` without a
+    /// selector, or whose selector's labels the workload has (a root-namespace policy with a
+    /// selector applies in every namespace). Policies attached by `targetRef(s)` are for
+    /// Kubernetes Gateway API resources, which wayfinder does not serve, and apply to no
+    /// workload here.
+    pub fn security_for(
         &self,
         root_namespace: &str,
         namespace: &str,
         labels: &impl LabelLookup,
     ) -> Vec<Arc<ConfigObject>> {
-        self.of_kind(Kind::AuthorizationPolicy)
+        [Kind::AuthorizationPolicy, Kind::RequestAuthentication]
+            .into_iter()
+            .flat_map(|kind| self.of_kind(kind))
             .filter(|o| {
-                let ConfigSpec::AuthorizationPolicy(ap) = &o.spec else {
-                    return false;
+                let (selector, targeted) = match &o.spec {
+                    ConfigSpec::AuthorizationPolicy(p) => (
+                        &p.selector,
+                        p.target_ref.is_some() || !p.target_refs.is_empty(),
+                    ),
+                    ConfigSpec::RequestAuthentication(p) => (
+                        &p.selector,
+                        p.target_ref.is_some() || !p.target_refs.is_empty(),
+                    ),
+                    _ => return false,
                 };
                 let at = &*o.meta.namespace;
                 (at == root_namespace || at == namespace)
-                    && ap.target_ref.is_none()
-                    && ap.target_refs.is_empty()
-                    && ap.selector.as_ref().is_none_or(|s| s.matches(labels))
+                    && !targeted
+                    && selector.as_ref().is_none_or(|s| s.matches(labels))
             })
             .cloned()
             .collect()

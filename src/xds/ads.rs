@@ -52,6 +52,7 @@ use self::protocol::Protocol;
 use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 
 use crate::ca::PeerCertificate;
+use crate::jwks::JwksTable;
 use crate::metrics::ReasonLabel;
 use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
@@ -171,6 +172,7 @@ impl AdsServer {
         metrics: Arc<XdsMetrics>,
         domain: &str,
         mesh: MeshSettings,
+        jwks: watch::Receiver<Arc<JwksTable>>,
         limits: &Limits,
         shutdown: CancellationToken,
     ) -> Self {
@@ -178,7 +180,12 @@ impl AdsServer {
         let model_versions = model.versions();
         let first = model.snapshot();
         let (tx, versions) = watch::channel(first.version);
-        let current = ArcSwap::from_pointee(XdsSnapshot::new(first, domain).with_mesh(mesh));
+        let keys = jwks.borrow().clone();
+        let current = ArcSwap::from_pointee(
+            XdsSnapshot::new(first, domain)
+                .with_mesh(mesh)
+                .with_keys(keys),
+        );
         let read_limits = read_limits(limits, metrics.xds_request_budget.clone());
         let push_budget =
             PushBudget::new(limits.push_budget_bytes, metrics.xds_push_budget.clone());
@@ -203,6 +210,7 @@ impl AdsServer {
         tokio::spawn(follow(
             model,
             model_versions,
+            jwks,
             Arc::downgrade(&inner),
             tx,
             shutdown,
@@ -503,22 +511,32 @@ impl Drop for Registration<'_> {
 }
 
 /// Wraps each newly published model snapshot for the streams and wakes them.
+/// Follows the model's snapshots and the JWT keys (`crate::jwks`), each new one making the
+/// next xDS snapshot, which wakes every stream.
 async fn follow(
     reader: SnapshotReader,
     mut versions: watch::Receiver<u64>,
+    mut jwks: watch::Receiver<Arc<JwksTable>>,
     inner: std::sync::Weak<Inner>,
     tx: watch::Sender<u64>,
     shutdown: CancellationToken,
 ) {
+    let mut keys_open = true;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             changed = versions.changed() => if changed.is_err() { return },
+            // A resolver that stopped leaves the keys as they were.
+            changed = jwks.changed(), if keys_open => if changed.is_err() {
+                keys_open = false;
+                continue;
+            },
         }
         let Some(inner) = inner.upgrade() else { return };
         let model = reader.snapshot();
         let version = model.version;
-        let next = XdsSnapshot::next(model, &inner.domain, &inner.current.load());
+        let keys = jwks.borrow_and_update().clone();
+        let next = XdsSnapshot::next_with_keys(model, &inner.domain, &inner.current.load(), keys);
         inner.current.store(Arc::new(next));
         tx.send_replace(version);
     }

@@ -20,6 +20,7 @@
 //! each kind of change in turn, checks that exactly the scopes declaring it were rebuilt, and
 //! that every proxy then receives what a fresh snapshot generates.
 
+mod authn;
 mod authz;
 mod cache;
 mod cluster;
@@ -37,6 +38,7 @@ mod policy;
 mod proto;
 mod route;
 mod scope;
+mod security;
 mod upstream_tls;
 
 use std::collections::BTreeSet;
@@ -46,6 +48,7 @@ use std::time::Instant;
 use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, EffectiveMtls, Kind};
 use wayfinder_registry::ServiceKey;
 
+use crate::jwks::JwksTable;
 use crate::snapshot::{MergedService, Snapshot};
 use crate::xds::TypeUrl;
 use crate::xds::proxy::{ListenSettings, Proxy, ProxyKind};
@@ -89,6 +92,8 @@ pub struct XdsSnapshot {
     domain: Arc<str>,
     /// The server's settings (`--system-ca-file`, `--trust-domain`, `--root-namespace`).
     mesh: Arc<MeshSettings>,
+    /// The JWT keys the control plane fetched (`crate::jwks`), part of the configuration.
+    jwks: Arc<JwksTable>,
     published: Instant,
     // Each memo is declared by the `Scope` of the same name below: what its generator reads,
     // from which follows what the next snapshot keeps of it.
@@ -163,7 +168,7 @@ type InboundKey = (
     inbound::Ports,
     ListenSettings,
     Option<EffectiveMtls>,
-    authz::Policies,
+    security::Policies,
 );
 
 /// Every part of the model.
@@ -212,6 +217,7 @@ impl XdsSnapshot {
             model,
             domain: domain.into(),
             mesh: Arc::default(),
+            jwks: Arc::new(JwksTable::new()),
             published: Instant::now(),
             sidecar_services: Memo::new(&SIDECAR_SERVICES),
             grpc_services: Memo::new(&GRPC_SERVICES),
@@ -238,10 +244,23 @@ impl XdsSnapshot {
     ///   of its key, which it replaces (keeping it when equal), so streams look only at the
     ///   names that differ.
     pub fn next(model: Arc<Snapshot>, domain: &str, previous: &XdsSnapshot) -> Self {
-        let changes = Changes::between(&previous.model, &model);
+        Self::next_with_keys(model, domain, previous, previous.jwks.clone())
+    }
+
+    /// [`XdsSnapshot::next`] with the JWT keys `jwks` (the resolver's table, `crate::jwks`):
+    /// new keys count as a change of the configuration, which they are part of.
+    pub fn next_with_keys(
+        model: Arc<Snapshot>,
+        domain: &str,
+        previous: &XdsSnapshot,
+        jwks: Arc<JwksTable>,
+    ) -> Self {
+        let mut changes = Changes::between(&previous.model, &model);
+        changes.config |= !Arc::ptr_eq(&previous.jwks, &jwks);
         Self {
             domain: domain.into(),
             mesh: previous.mesh.clone(),
+            jwks,
             published: Instant::now(),
             sidecar_services: previous.sidecar_services.next(&changes),
             grpc_services: previous.grpc_services.next(&changes),
@@ -264,6 +283,17 @@ impl XdsSnapshot {
     pub fn with_system_ca(mut self, path: &str) -> Self {
         Arc::make_mut(&mut self.mesh).system_ca = path.into();
         self
+    }
+
+    /// The same snapshot with the JWT keys `jwks` (see [`XdsSnapshot::next_with_keys`]).
+    pub fn with_keys(mut self, jwks: Arc<JwksTable>) -> Self {
+        self.jwks = jwks;
+        self
+    }
+
+    /// The JWT keys generation inlines.
+    pub fn keys(&self) -> &Arc<JwksTable> {
+        &self.jwks
     }
 
     /// The same snapshot with the server's settings `mesh`. Snapshots made by
@@ -357,7 +387,8 @@ impl XdsSnapshot {
                 (ns.clone(), proxy.listen.clone(), labels, mesh_tls),
                 |previous| {
                     let ctx = Ctx::new(&self.model, &self.domain, ns);
-                    let [listeners, routes, clusters] = gateway::resources(&ctx, proxy, &self.mesh);
+                    let [listeners, routes, clusters] =
+                        gateway::resources(&ctx, proxy, &self.mesh, &self.jwks);
                     let previous = previous.as_deref();
                     let after = |i: usize, set| Layer::after(previous.map(|p| &p[i]), set);
                     [after(0, listeners), after(1, routes), after(2, clusters)]
@@ -470,15 +501,17 @@ impl XdsSnapshot {
                 .config
                 .mtls_for(&self.mesh.root_namespace, &proxy.namespace, &proxy.labels)
         });
-        let policies = authz::Policies::new(self.model.config.authorization_for(
-            &self.mesh.root_namespace,
+        let policies = security::Policies::for_workload(
+            &self.model.config,
+            &self.mesh,
+            &self.jwks,
             &proxy.namespace,
             &proxy.labels,
-        ));
+        );
         let key = (ports, proxy.listen.clone(), mtls, policies);
         // Kept from the previous snapshot when asked for again (see `INBOUND`).
         self.inbound.get(key.clone(), || {
-            let filters = authz::Filters::new(&key.3, &self.mesh.trust_domain);
+            let filters = security::Filters::new(&key.3, &self.mesh.trust_domain, false);
             [
                 Layer::new(inbound::clusters(&key.0)),
                 Layer::new(inbound::listener(&key.0, &key.1, key.2.as_ref(), &filters)),

@@ -12,6 +12,7 @@ pub use envoy_types::pb::envoy::config::route::v3 as route;
 pub use envoy_types::pb::envoy::extensions::filters::common::fault::v3 as common_fault;
 pub use envoy_types::pb::envoy::extensions::filters::http::cors::v3 as cors;
 pub use envoy_types::pb::envoy::extensions::filters::http::fault::v3 as fault;
+pub use envoy_types::pb::envoy::extensions::filters::http::jwt_authn::v3 as jwt_authn;
 pub use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as http_rbac;
 pub use envoy_types::pb::envoy::extensions::filters::http::router::v3 as router;
 pub use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3 as original_dst;

@@ -70,10 +70,26 @@ pub(crate) async fn request_with(
     method: &str,
     url: &str,
 ) -> String {
+    request_with_headers(netns, tools, user, method, url, &[]).await
+}
+
+/// [`request_with`] with request headers (`name`, `value`).
+pub(crate) async fn request_with_headers(
+    netns: &Netns,
+    tools: &Tools,
+    user: &str,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> String {
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("'{name}': '{value}', "))
+        .collect();
     let script = format!(
         "import urllib.request\n\
          try:\n    \
-             q = urllib.request.Request('{url}', method='{method}')\n    \
+             q = urllib.request.Request('{url}', method='{method}', headers={{{headers}}})\n    \
              r = urllib.request.urlopen(q, timeout=5)\n    \
              print(r.status, r.read().decode(), r.headers.get('x-xfcc', '-'))\n\
          except Exception as e:\n    \

@@ -8,8 +8,9 @@
 //!   [`WorkloadGroup`] (the template of auto-registered VMs' entries); and of
 //!   `security.istio.io` (`v1`, `v1beta1`), [`PeerAuthentication`] (whether connections to a
 //!   workload must be mutual TLS; [`peer_authentication::effective`] is Istio's precedence of
-//!   mesh, namespace, workload and port) and [`AuthorizationPolicy`] (which requests a
-//!   workload accepts; the server turns it into Envoy's RBAC filters). Each is a
+//!   mesh, namespace, workload and port), [`AuthorizationPolicy`] (which requests a
+//!   workload accepts; the server turns it into Envoy's RBAC filters) and
+//!   [`RequestAuthentication`] (the JSON Web Tokens it accepts). Each is a
 //!   [`ConfigObject`] with its [`ConfigMeta`] and [`ConfigSpec`]. Field names and enum values
 //!   are Istio's, so the YAML users already have deserializes as is. [`validate`] checks an
 //!   object as Istio does, with field paths. The types skip fields they do not model; a reader
@@ -49,6 +50,7 @@ pub mod documents;
 pub mod feed;
 pub mod model;
 pub mod peer_authentication;
+pub mod request_authentication;
 pub mod validate;
 
 mod common;
@@ -90,6 +92,7 @@ pub use feed::Feed;
 pub use gateway::*;
 pub use istio_fields::{FieldPath, Step, istio_defines};
 pub use peer_authentication::{EffectiveMtls, MtlsMode, PeerAuthentication, PeerMtls};
+pub use request_authentication::RequestAuthentication;
 pub use sidecar::*;
 pub use virtual_service::*;
 /// Re-exported from the contract, where every source's refusals are one type.
@@ -115,11 +118,13 @@ pub enum Kind {
     /// `AuthorizationPolicy` (`security.istio.io`): which requests and connections workloads
     /// accept.
     AuthorizationPolicy,
+    /// `RequestAuthentication` (`security.istio.io`): the JSON Web Tokens workloads accept.
+    RequestAuthentication,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
@@ -127,6 +132,7 @@ impl Kind {
         Kind::WorkloadGroup,
         Kind::PeerAuthentication,
         Kind::AuthorizationPolicy,
+        Kind::RequestAuthentication,
     ];
 
     /// The kind's name in YAML.
@@ -139,6 +145,7 @@ impl Kind {
             Kind::WorkloadGroup => "WorkloadGroup",
             Kind::PeerAuthentication => "PeerAuthentication",
             Kind::AuthorizationPolicy => "AuthorizationPolicy",
+            Kind::RequestAuthentication => "RequestAuthentication",
         }
     }
 
@@ -210,6 +217,8 @@ pub enum ConfigSpec {
     PeerAuthentication(PeerAuthentication),
     /// An `AuthorizationPolicy`, boxed: its target references would make every object larger.
     AuthorizationPolicy(Box<AuthorizationPolicy>),
+    /// A `RequestAuthentication`, boxed for the same reason.
+    RequestAuthentication(Box<RequestAuthentication>),
 }
 
 /// One configuration object.
@@ -232,6 +241,7 @@ impl ConfigObject {
             ConfigSpec::WorkloadGroup(_) => Kind::WorkloadGroup,
             ConfigSpec::PeerAuthentication(_) => Kind::PeerAuthentication,
             ConfigSpec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
+            ConfigSpec::RequestAuthentication(_) => Kind::RequestAuthentication,
         }
     }
 

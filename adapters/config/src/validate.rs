@@ -14,6 +14,7 @@
 //! `sidecar`, `workload_group`, `peer_authentication`; `names` holds the host-name and label
 //! grammar they share and `regex` the RE2 check.
 
+mod attachment;
 mod authorization_policy;
 mod destination_rule;
 mod gateway;
@@ -23,6 +24,7 @@ mod http_policy;
 mod names;
 mod peer_authentication;
 mod regex;
+mod request_authentication;
 mod sidecar;
 mod traffic_policy;
 mod virtual_service;
@@ -89,6 +91,7 @@ pub fn validate(object: &ConfigObject) -> Vec<Problem> {
         ConfigSpec::WorkloadGroup(wg) => workload_group::check(wg, &mut p),
         ConfigSpec::PeerAuthentication(pa) => peer_authentication::check(pa, &mut p),
         ConfigSpec::AuthorizationPolicy(ap) => authorization_policy::check(ap, &mut p),
+        ConfigSpec::RequestAuthentication(ra) => request_authentication::check(ra, &mut p),
     }
     p.0
 }

@@ -118,7 +118,8 @@ fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
     let keepalive = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: ping}\nspec:\n  host: ratings\n  trafficPolicy:\n    connectionPool:\n      http:\n        http2KeepAlive: {interval: 15s, timeout: 5s}\n";
     let typo = VS.replace("  hosts:", "  hostz: [x]\n  hosts:");
     write("rules.yaml", &format!("{keepalive}---\n{typo}"));
-    let policy = "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt, namespace: foo}\nspec:\n  jwtRules: [{issuer: https://example.com}]\n";
+    // A version Istio does not serve: refused rather than skipped (its rules would be lost).
+    let policy = "apiVersion: security.istio.io/v1alpha1\nkind: RequestAuthentication\nmetadata: {name: jwt, namespace: foo}\nspec:\n  jwtRules: [{issuer: https://example.com}]\n";
     write("policy.yaml", policy);
 
     let report = wayfinder_file::check(&[dir.path().to_path_buf()]);
@@ -141,7 +142,7 @@ fn istio_fields_are_warnings_typos_errors_and_security_policies_refused() {
     assert!(
         refused
             .message
-            .contains("does not enforce RequestAuthentication"),
+            .contains("reads RequestAuthentication of security.istio.io/{v1,v1beta1} only"),
         "{report}"
     );
     assert!(

@@ -21,10 +21,9 @@ mod matchers;
 mod rule;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
+use wayfinder_config::ConfigMeta;
 use wayfinder_config::authorization_policy::{Action, AuthorizationPolicy};
-use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec};
 
 use super::proto::any;
 use crate::xds::pb::hcm::{HttpFilter, http_filter};
@@ -40,78 +39,6 @@ pub(crate) const DRY_RUN: &str = "istio.io/dry-run";
 pub(crate) const HTTP_FILTER: &str = "envoy.filters.http.rbac";
 /// The network RBAC filter's name.
 pub(crate) const NETWORK_FILTER: &str = "envoy.filters.network.rbac";
-
-/// The AuthorizationPolicies that apply to one workload (`TrafficConfig::authorization_for`),
-/// as the key of what is generated from them: equal when they are the same objects, or
-/// objects of the same content (a source that reads its objects again makes new ones).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Policies(Arc<[Arc<ConfigObject>]>);
-
-impl Policies {
-    pub(crate) fn new(objects: Vec<Arc<ConfigObject>>) -> Self {
-        Self(objects.into())
-    }
-
-    /// The policies, for [`http_filters`] and [`network_filters`].
-    pub(crate) fn applied(&self) -> Vec<Applied<'_>> {
-        self.0
-            .iter()
-            .filter_map(|o| match &o.spec {
-                ConfigSpec::AuthorizationPolicy(policy) => Some(Applied {
-                    meta: &o.meta,
-                    policy,
-                }),
-                _ => None,
-            })
-            .collect()
-    }
-}
-
-impl PartialEq for Policies {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len()
-            && (self.0.iter())
-                .zip(other.0.iter())
-                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
-    }
-}
-
-impl Eq for Policies {}
-
-/// By the objects' names: equal policies have equal names, and hashing their content on every
-/// request of every sidecar would cost more than the rare comparison of two lists.
-impl std::hash::Hash for Policies {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for o in self.0.iter() {
-            o.meta.namespace.hash(state);
-            o.meta.name.hash(state);
-        }
-    }
-}
-
-/// A workload's AuthorizationPolicies as RBAC filters: for its HTTP chains (before the router)
-/// and for every other chain (before `tcp_proxy`).
-#[derive(Debug, Default)]
-pub(crate) struct Filters {
-    pub(crate) http: Vec<HttpFilter>,
-    pub(crate) tcp: Vec<Filter>,
-}
-
-impl Filters {
-    /// The filters of `policies`, in the mesh's `trust_domain`.
-    pub(crate) fn new(policies: &Policies, trust_domain: &str) -> Self {
-        let applied = policies.applied();
-        Self {
-            http: http_filters(&applied, trust_domain),
-            tcp: network_filters(&applied, trust_domain),
-        }
-    }
-
-    /// No policy applies.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.http.is_empty() && self.tcp.is_empty()
-    }
-}
 
 /// A policy that applies to the workload, with its metadata (name, namespace, annotations).
 #[derive(Clone, Copy, Debug)]

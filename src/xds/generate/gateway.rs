@@ -32,7 +32,6 @@ use std::collections::BTreeMap;
 
 use wayfinder_config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};
 
-use super::authz::{self, Policies};
 use super::cluster::{is_proxied, sni_dnat};
 use super::listener::{
     HCM_FILTER, mesh_http_filters, network_filter, tcp_proxy, tcp_route, tls_inspector,
@@ -41,7 +40,9 @@ use super::mesh_tls;
 use super::proto::{ads, any, socket_address};
 use super::route::Destinations;
 use super::route::http::{Bound, routes};
+use super::security::{Filters, Policies};
 use super::{Ctx, MeshSettings};
+use crate::jwks::JwksTable;
 use crate::snapshot::rules::{host_matches, resolve_host};
 use crate::xds::names;
 use crate::xds::pb::core::{
@@ -65,7 +66,12 @@ struct GatewayServer<'a> {
 }
 
 /// Listeners, route configurations and SNI-DNAT clusters for a gateway proxy.
-pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy, mesh: &MeshSettings) -> [ResourceSet; 3] {
+pub(super) fn resources(
+    ctx: &Ctx<'_>,
+    proxy: &Proxy,
+    mesh: &MeshSettings,
+    jwks: &JwksTable,
+) -> [ResourceSet; 3] {
     let mut by_port: BTreeMap<u32, Vec<GatewayServer<'_>>> = BTreeMap::new();
     for (meta, gw) in ctx
         .model
@@ -84,12 +90,14 @@ pub(super) fn resources(ctx: &Ctx<'_>, proxy: &Proxy, mesh: &MeshSettings) -> [R
                 });
         }
     }
-    let policies = Policies::new(ctx.model.config.authorization_for(
-        &mesh.root_namespace,
+    let policies = Policies::for_workload(
+        &ctx.model.config,
+        mesh,
+        jwks,
         &proxy.namespace,
         &proxy.labels,
-    ));
-    let authz = authz::Filters::new(&policies, &mesh.trust_domain);
+    );
+    let authz = Filters::new(&policies, &mesh.trust_domain, true);
     let mut listeners = ResourceSet::new();
     let mut route_configs = ResourceSet::new();
     let mut auto_passthrough = false;

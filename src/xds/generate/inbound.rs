@@ -8,13 +8,13 @@ use wayfinder_registry::Protocol;
 
 use wayfinder_config::{EffectiveMtls, MtlsMode};
 
-use super::authz::Filters as Authz;
 use super::cluster::discovery;
 use super::listener::{
     HCM_FILTER, blackhole_chain, network_filter, router_filter, tcp_proxy, tls_inspector,
 };
 use super::mesh_tls;
 use super::proto::{any, seconds, socket_address, u32_value};
+use super::security::Filters as Authz;
 use crate::snapshot::Snapshot;
 use crate::xds::names;
 use crate::xds::pb::cluster::{Cluster, cluster::DiscoveryType};

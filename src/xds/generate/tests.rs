@@ -1,5 +1,6 @@
 //! What a new snapshot reuses from the previous one, and what its layers say changed.
 
+mod authn;
 mod authz;
 mod invalidation;
 mod mesh_tls;

@@ -255,15 +255,15 @@ async fn fields_of_istios_crds_warn_and_typos_are_refused_for_their_document_onl
     assert!(!has(&z, "VirtualService", "ratings"), "{z}");
 }
 
-/// A RequestAuthentication, which wayfinder does not enforce yet.
-const REQUEST_AUTHENTICATION: &str = "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\n\
-    metadata: {name: jwt, namespace: foo}\nspec:\n  selector: {matchLabels: {app: httpbin}}\n  \
-    jwtRules: [{issuer: https://example.com, jwksUri: https://example.com/jwks.json}]\n";
+/// An AuthorizationPolicy with the CUSTOM action, which wayfinder does not enforce yet.
+const CUSTOM: &str = "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n\
+    metadata: {name: ext-authz, namespace: foo}\nspec:\n  action: CUSTOM\n  \
+    provider: {name: my-authorizer}\n  rules: [{to: [{operation: {paths: [/admin]}}]}]\n";
 
 #[tokio::test]
 async fn security_policies_are_refused_not_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = REQUEST_AUTHENTICATION;
+    let policy = CUSTOM;
     write(
         dir.path(),
         "mesh.yaml",
@@ -278,22 +278,22 @@ async fn security_policies_are_refused_not_skipped() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("RequestAuthentication foo/jwt")
-            && text.contains("does not enforce RequestAuthentication"),
+        text.contains("AuthorizationPolicy foo/ext-authz")
+            && text.contains("CUSTOM needs an external authorizer"),
         "{text}"
     );
 
     let w = start(dir.path()).await;
     let line = w
-        .wait_log("the ERROR line", |l| {
-            l["level"] == "ERROR"
-                && l["message"]
+        .wait_log("the refusal's log line", |l| {
+            l["level"] == "WARN"
+                && l["error"]
                     .as_str()
-                    .is_some_and(|m| m.contains("does not enforce RequestAuthentication"))
+                    .is_some_and(|m| m.contains("CUSTOM needs an external authorizer"))
         })
         .await;
     assert!(
-        line["message"]
+        line["error"]
             .as_str()
             .unwrap()
             .contains("mesh.yaml: document 2"),
@@ -304,9 +304,9 @@ async fn security_policies_are_refused_not_skipped() {
     assert_eq!(
         (&entry["kind"], &entry["namespace"], &entry["name"]),
         (
-            &Value::from("RequestAuthentication"),
+            &Value::from("AuthorizationPolicy"),
             &Value::from("foo"),
-            &Value::from("jwt")
+            &Value::from("ext-authz")
         ),
         "{z}"
     );

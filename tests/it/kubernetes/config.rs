@@ -173,8 +173,8 @@ async fn an_invalid_virtual_service_from_the_api_is_reported_and_changes_nothing
     assert_eq!(reviews_cluster(&rds), format!("outbound|9080|v1|{REVIEWS}"));
 }
 
-/// A mesh moved from Istio keeps its RequestAuthentications in the cluster: they are refused,
-/// never skipped, so that nobody believes they are enforced.
+/// A mesh moved from Istio keeps its CUSTOM AuthorizationPolicies in the cluster: they are
+/// refused, never skipped, so that nobody believes they are enforced.
 #[tokio::test]
 async fn security_policies_in_the_cluster_are_refused_with_an_event() {
     let fake = FakeApiServer::start().await;
@@ -186,17 +186,17 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
     ));
     fake.apply(json!({
         "apiVersion": "security.istio.io/v1",
-        "kind": "RequestAuthentication",
+        "kind": "AuthorizationPolicy",
         "metadata": {"name": "deny-all", "namespace": "default"},
-        "spec": {"jwtRules": [{"issuer": "https://example.com"}]},
+        "spec": {"action": "CUSTOM", "provider": {"name": "opa"}, "rules": [{}]},
     }));
     let dir = tempfile::tempdir().unwrap();
     let w = super::start(&fake, dir.path(), &["--config-source", "k8s"]).await;
     w.ready().await;
-    w.wait_log("the ERROR line", |l| {
-        l["level"] == "ERROR"
+    w.wait_log("the refusal's log line", |l| {
+        l["level"] == "WARN"
             && l.to_string()
-                .contains("does not enforce RequestAuthentication")
+                .contains("CUSTOM needs an external authorizer")
     })
     .await;
     let z = eventually("the policy listed as refused", || async {
@@ -204,7 +204,7 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
         let listed = z["refused"]
             .as_array()?
             .iter()
-            .any(|r| r["kind"] == "RequestAuthentication" && r["name"] == "deny-all");
+            .any(|r| r["kind"] == "AuthorizationPolicy" && r["name"] == "deny-all");
         listed.then_some(z)
     })
     .await;
@@ -213,7 +213,7 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|o| o["kind"] != "RequestAuthentication"),
+            .all(|o| o["kind"] != "AuthorizationPolicy"),
         "{z}"
     );
     let event = eventually("a Kubernetes Event on the policy", || async {
@@ -223,7 +223,7 @@ async fn security_policies_in_the_cluster_are_refused_with_an_event() {
     })
     .await;
     assert_eq!(
-        event["involvedObject"]["kind"], "RequestAuthentication",
+        event["involvedObject"]["kind"], "AuthorizationPolicy",
         "{event}"
     );
     assert_eq!(event["reason"], "InvalidConfig", "{event}");

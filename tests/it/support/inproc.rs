@@ -67,6 +67,7 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         monitoring_addr: loopback,
         ready_requires_healthy: false,
         mesh: Default::default(),
+        jwks: Default::default(),
         debug_token: None,
         auto_registration: None,
         limits,

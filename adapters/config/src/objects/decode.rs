@@ -165,7 +165,7 @@ pub(crate) fn unknown_kind(meta: &TypeMeta) -> String {
     format!(
         "skipping {meta}: an unknown kind (wayfinder reads ServiceEntry, WorkloadEntry, \
          VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}}, and \
-         PeerAuthentication and AuthorizationPolicy of {}/{{{}}})",
+         PeerAuthentication, AuthorizationPolicy and RequestAuthentication of {}/{{{}}})",
         istio::GROUP,
         istio::VERSIONS.join(","),
         security::GROUP,
@@ -249,7 +249,9 @@ impl Decoded {
 impl Decode for Box<Decoded> {
     fn accepts(meta: &TypeMeta) -> bool {
         match Kind::from_name(&meta.kind) {
-            Some(Kind::PeerAuthentication | Kind::AuthorizationPolicy) => security::is_read(meta),
+            Some(
+                Kind::PeerAuthentication | Kind::AuthorizationPolicy | Kind::RequestAuthentication,
+            ) => security::is_read(meta),
             Some(_) => istio::is_networking(meta),
             None => false,
         }
@@ -273,6 +275,9 @@ impl Decode for Box<Decoded> {
             }
             Some(Kind::AuthorizationPolicy) => Decoded::new(Object::deserialize(de)?, |ap| {
                 ConfigSpec::AuthorizationPolicy(Box::new(ap))
+            }),
+            Some(Kind::RequestAuthentication) => Decoded::new(Object::deserialize(de)?, |ra| {
+                ConfigSpec::RequestAuthentication(Box::new(ra))
             }),
             None => return Err(D::Error::custom(format!("unexpected kind {}", meta.kind))),
         })

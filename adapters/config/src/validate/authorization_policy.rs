@@ -48,13 +48,18 @@ mod values;
 use self::attribute::Attribute;
 use self::values::{Values, check_values};
 use super::Problems;
-use super::names::check_labels;
+use super::attachment::check_attachment;
 use crate::authorization_policy::{
-    Action, AuthorizationPolicy, Condition, Operation, PolicyTargetReference, Rule, Source,
+    Action, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
 
 pub(super) fn check(ap: &AuthorizationPolicy, p: &mut Problems) {
-    check_attachment(ap, p);
+    check_attachment(
+        p,
+        ap.selector.as_ref(),
+        ap.target_ref.as_ref(),
+        &ap.target_refs,
+    );
     check_action(ap, p);
     let custom = ap.action == Action::Custom;
     for (i, rule) in ap.rules.iter().flatten().enumerate() {
@@ -69,108 +74,6 @@ pub(super) fn check(ap: &AuthorizationPolicy, p: &mut Problems) {
                 check_rule(custom, rule, &path, p);
             }
         }
-    }
-}
-
-/// `selector`, `targetRef` and `targetRefs` (Istio's `validateOneOfSelectorType`,
-/// `validateWorkloadSelector`, `validatePolicyTargetReference(s)`).
-fn check_attachment(ap: &AuthorizationPolicy, p: &mut Problems) {
-    let set: Vec<&str> = [
-        ("selector", ap.selector.is_some()),
-        ("targetRef", ap.target_ref.is_some()),
-        ("targetRefs", !ap.target_refs.is_empty()),
-    ]
-    .into_iter()
-    .filter_map(|(name, set)| set.then_some(name))
-    .collect();
-    if set.len() > 1 {
-        p.error(
-            "spec",
-            format!(
-                "sets {}: set only one of selector, targetRef and targetRefs",
-                set.join(" and ")
-            ),
-        );
-    }
-    if let Some(selector) = &ap.selector {
-        if selector.match_labels.is_empty() {
-            p.warn(
-                "spec.selector.matchLabels",
-                "no labels: the policy applies to every workload of its namespace (of the \
-                 mesh, in the root namespace)",
-            );
-        }
-        check_labels(p, "spec.selector.matchLabels", &selector.match_labels);
-    }
-    if let Some(target) = &ap.target_ref {
-        check_target(p, "spec.targetRef", target);
-    }
-    for (i, target) in ap.target_refs.iter().enumerate() {
-        check_target(p, &format!("spec.targetRefs[{i}]"), target);
-    }
-    // As in Istio, sidecars and Istio Gateways are selected by labels only.
-    for (field, set) in [
-        ("spec.targetRef", ap.target_ref.is_some()),
-        ("spec.targetRefs", !ap.target_refs.is_empty()),
-    ] {
-        if set {
-            p.warn(
-                field,
-                "attaches the policy to Kubernetes Gateway API gateways and waypoints, which \
-                 wayfinder does not serve: it applies to no sidecar or gateway here (use a \
-                 selector)",
-            );
-        }
-    }
-}
-
-/// The kinds a policy can target, with their API groups (`core` for the empty group).
-const TARGET_KINDS: [(&str, &str); 4] = [
-    ("core", "Service"),
-    ("networking.istio.io", "ServiceEntry"),
-    ("gateway.networking.k8s.io", "Gateway"),
-    ("gateway.networking.k8s.io", "GatewayClass"),
-];
-
-fn check_target(p: &mut Problems, path: &str, target: &PolicyTargetReference) {
-    if target.name.is_empty() {
-        p.error(format!("{path}.name"), "is required");
-    }
-    if !target.namespace.is_empty() {
-        p.error(
-            format!("{path}.namespace"),
-            "must not be set: a policy can only target resources of its own namespace",
-        );
-    }
-    let group = match target.group.as_str() {
-        "" => "core",
-        group => group,
-    };
-    if TARGET_KINDS.contains(&(group, target.kind.as_str())) {
-        return;
-    }
-    match TARGET_KINDS.iter().find(|(_, kind)| *kind == target.kind) {
-        Some((expected, kind)) => p.error(
-            format!("{path}.group"),
-            format!(
-                "{:?} is not the group of a targetable {kind}: expected {}",
-                target.group,
-                if *expected == "core" {
-                    "\"\" (the core group)"
-                } else {
-                    expected
-                }
-            ),
-        ),
-        None => p.error(
-            format!("{path}.kind"),
-            format!(
-                "{:?} cannot be targeted: expected Service, ServiceEntry (group \
-                 networking.istio.io), or Gateway or GatewayClass (group \
-                 gateway.networking.k8s.io)",
-                target.kind
-            ),
-        ),
     }
 }
 

@@ -7,6 +7,7 @@ mod gateway;
 mod http;
 mod names;
 mod peer_authentication;
+mod request_authentication;
 mod sidecar;
 mod virtual_service;
 mod workload_group;

@@ -117,6 +117,7 @@ impl XdsSnapshot {
             model: _,
             domain: _,
             mesh: _,
+            jwks: _,
             published: _,
             sidecar_services,
             grpc_services,

@@ -1,6 +1,6 @@
-//! Security policies: `PeerAuthentication` and `AuthorizationPolicy` read and judged as the
-//! networking kinds are, the policy wayfinder does not enforce refused, each on its own
-//! document.
+//! Security policies: `PeerAuthentication`, `AuthorizationPolicy` and `RequestAuthentication`
+//! read and judged as the networking kinds are, and refused in a version Istio does not serve,
+//! each on its own document.
 
 use std::path::Path;
 
@@ -123,12 +123,12 @@ fn authorization_policy_is_read_judged_and_custom_refused() {
 }
 
 #[test]
-fn other_security_policies_and_unknown_versions_are_refused() {
+fn security_policies_of_unknown_versions_are_refused() {
     let policies = [
         (
-            "security.istio.io/v1beta1",
+            "security.istio.io/v1alpha1",
             "RequestAuthentication",
-            "does not enforce RequestAuthentication",
+            "reads RequestAuthentication of security.istio.io/{v1,v1beta1} only",
         ),
         (
             "security.istio.io/v1alpha1",
