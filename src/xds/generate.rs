@@ -145,9 +145,12 @@ static LISTENERS: Scope<(ScopeKey, ListenSettings)> =
 /// A gateway's listeners, routes and SNI-DNAT clusters (`gateway::resources`): the Gateways
 /// that select it, the VirtualServices bound to them and the services and DestinationRules
 /// those route to; with an `AUTO_PASSTHROUGH` server, every service it sees and their
-/// DestinationRules (EDS clusters: no endpoints).
-static GATEWAYS: Scope<GatewayKey> =
-    Scope::reading("gateways", Reads::DEFINITIONS.and(Reads::CONFIG));
+/// DestinationRules (EDS clusters: no endpoints); the security policies that select it and
+/// the JWT keys of their rules.
+static GATEWAYS: Scope<GatewayKey> = Scope::reading(
+    "gateways",
+    Reads::DEFINITIONS.and(Reads::CONFIG).and(Reads::KEYS),
+);
 
 /// A sidecar scope's route configurations (`route::outbound`): the services it sees (their
 /// ports and addresses make the domains), VirtualServices, DestinationRules (hash policies)
@@ -248,7 +251,8 @@ impl XdsSnapshot {
     }
 
     /// [`XdsSnapshot::next`] with the JWT keys `jwks` (the resolver's table, `crate::jwks`):
-    /// new keys count as a change of the configuration, which they are part of.
+    /// new keys rebuild what reads them (`Reads::KEYS`: gateways' listeners; a sidecar's
+    /// inbound side holds its keys in its key).
     pub fn next_with_keys(
         model: Arc<Snapshot>,
         domain: &str,
@@ -256,7 +260,7 @@ impl XdsSnapshot {
         jwks: Arc<JwksTable>,
     ) -> Self {
         let mut changes = Changes::between(&previous.model, &model);
-        changes.config |= !Arc::ptr_eq(&previous.jwks, &jwks);
+        changes.keys = !Arc::ptr_eq(&previous.jwks, &jwks);
         Self {
             domain: domain.into(),
             mesh: previous.mesh.clone(),

@@ -33,6 +33,9 @@ pub(super) struct Reads {
     pub(super) endpoints: bool,
     /// The traffic configuration: every VirtualService, DestinationRule, Gateway and Sidecar.
     pub(super) config: bool,
+    /// The JWT keys the control plane fetched (`crate::jwks`), which are not the model's but
+    /// come with it.
+    pub(super) keys: bool,
 }
 
 impl Reads {
@@ -41,6 +44,7 @@ impl Reads {
         definitions: false,
         endpoints: false,
         config: false,
+        keys: false,
     };
     /// The services' definitions.
     pub(super) const DEFINITIONS: Self = Self {
@@ -57,6 +61,11 @@ impl Reads {
         config: true,
         ..Self::NOTHING
     };
+    /// The fetched JWT keys.
+    pub(super) const KEYS: Self = Self {
+        keys: true,
+        ..Self::NOTHING
+    };
 
     /// What this and `other` read.
     pub(super) const fn and(self, other: Self) -> Self {
@@ -64,6 +73,7 @@ impl Reads {
             definitions: self.definitions || other.definitions,
             endpoints: self.endpoints || other.endpoints,
             config: self.config || other.config,
+            keys: self.keys || other.keys,
         }
     }
 }
@@ -149,6 +159,8 @@ pub(super) struct Changes {
     pub(super) definitions: bool,
     /// True when the traffic configuration is another object.
     pub(super) config: bool,
+    /// True when the fetched JWT keys are another table (set by the caller, which has them).
+    pub(super) keys: bool,
 }
 
 impl Changes {
@@ -186,6 +198,7 @@ impl Changes {
         (reads.definitions && self.definitions)
             || (reads.endpoints && !self.services.is_empty())
             || (reads.config && self.config)
+            || (reads.keys && self.keys)
     }
 
     /// One key of the walk: its service before and after, where there is one.

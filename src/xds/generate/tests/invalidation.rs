@@ -108,6 +108,22 @@ fn each_change_rebuilds_exactly_the_scopes_that_read_it_and_serves_what_a_fresh_
     }
 }
 
+/// New JWT keys with the same model rebuild what reads them (gateways' listeners) and nothing
+/// else: a sidecar's inbound side keys on its own keys, and these sidecars have none.
+#[test]
+fn new_jwt_keys_rebuild_only_the_gateways() {
+    let first = XdsSnapshot::new(Arc::new(base()), DOMAIN);
+    serve(&first);
+    let keys = Arc::new(crate::jwks::JwksTable::new());
+    let next = XdsSnapshot::next_with_keys(first.model().clone(), DOMAIN, &first, keys);
+    serve(&next);
+    let reuse = next.reuse_since(&first);
+    for (scope, r) in reuse {
+        let rebuilt = r.rebuilt > 0;
+        assert_eq!(rebuilt, scope == "gateways", "{scope}: {r:?}");
+    }
+}
+
 impl XdsSnapshot {
     /// How each scope's values came to be against `previous`'s, by scope name.
     fn reuse_since(&self, previous: &Self) -> BTreeMap<&'static str, Reuse> {
