@@ -275,12 +275,41 @@ fn check<T>(result: Result<T, String>, action: RbacAction) -> Result<Option<T>, 
     }
 }
 
-fn principal_items(
+/// The two sides of an Envoy policy, which Istio builds alike: principals (who asks) and
+/// permissions (what is asked).
+trait Side: Sized {
+    fn or(items: Vec<Self>) -> Self;
+    fn not(item: Self) -> Self;
+}
+
+impl Side for Principal {
+    fn or(ids: Vec<Self>) -> Self {
+        id(principal::Identifier::OrIds(principal::Set { ids }))
+    }
+
+    fn not(item: Self) -> Self {
+        id(principal::Identifier::NotId(Box::new(item)))
+    }
+}
+
+impl Side for Permission {
+    fn or(rules: Vec<Self>) -> Self {
+        rule(permission::Rule::OrRules(permission::Set { rules }))
+    }
+
+    fn not(item: Self) -> Self {
+        rule(permission::Rule::NotRule(Box::new(item)))
+    }
+}
+
+/// The AND items of one side: per field, the OR of its values (or the extended generator's
+/// one item for all of them), then the NOT of its `not` values'.
+fn items<S: Side>(
     fields: &[Field<'_>],
-    namespace: &str,
-    tcp: bool,
     action: RbacAction,
-) -> Result<Vec<Principal>, Skip> {
+    one: impl Fn(&Field<'_>, &str) -> Result<S, String>,
+    extended: impl Fn(&Field<'_>, &[String]) -> Result<S, String>,
+) -> Result<Vec<S>, Skip> {
     let mut and = Vec::new();
     for f in fields {
         for (values, negate) in [(&f.values, false), (&f.not_values, true)] {
@@ -288,25 +317,32 @@ fn principal_items(
                 continue;
             }
             let item = if f.kind.extended() {
-                check(extended_principal(f, values, tcp), action)?
+                check(extended(f, values), action)?
             } else {
                 let mut or = Vec::new();
                 for v in values.iter() {
-                    or.extend(check(one_principal(f, v, namespace, tcp), action)?);
+                    or.extend(check(one(f, v), action)?);
                 }
-                (!or.is_empty())
-                    .then(|| id(principal::Identifier::OrIds(principal::Set { ids: or })))
+                (!or.is_empty()).then(|| S::or(or))
             };
-            if let Some(p) = item {
-                and.push(if negate {
-                    id(principal::Identifier::NotId(Box::new(p)))
-                } else {
-                    p
-                });
-            }
+            and.extend(item.map(|i| if negate { S::not(i) } else { i }));
         }
     }
     Ok(and)
+}
+
+fn principal_items(
+    fields: &[Field<'_>],
+    namespace: &str,
+    tcp: bool,
+    action: RbacAction,
+) -> Result<Vec<Principal>, Skip> {
+    items(
+        fields,
+        action,
+        |f, v| one_principal(f, v, namespace, tcp),
+        |f, values| extended_principal(f, values, tcp),
+    )
 }
 
 fn permission_items(
@@ -314,32 +350,12 @@ fn permission_items(
     tcp: bool,
     action: RbacAction,
 ) -> Result<Vec<Permission>, Skip> {
-    let mut and = Vec::new();
-    for f in fields {
-        for (values, negate) in [(&f.values, false), (&f.not_values, true)] {
-            if values.is_empty() {
-                continue;
-            }
-            let item = if f.kind.extended() {
-                check(extended_permission(f, values), action)?
-            } else {
-                let mut or = Vec::new();
-                for v in values.iter() {
-                    or.extend(check(one_permission(f, v, tcp), action)?);
-                }
-                (!or.is_empty())
-                    .then(|| rule(permission::Rule::OrRules(permission::Set { rules: or })))
-            };
-            if let Some(p) = item {
-                and.push(if negate {
-                    rule(permission::Rule::NotRule(Box::new(p)))
-                } else {
-                    p
-                });
-            }
-        }
-    }
-    Ok(and)
+    items(
+        fields,
+        action,
+        |f, v| one_permission(f, v, tcp),
+        extended_permission,
+    )
 }
 
 fn http_only(f: &Field<'_>, tcp: bool) -> Result<(), String> {
