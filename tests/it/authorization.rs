@@ -14,10 +14,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::eventually;
 use crate::support::fixtures::write;
-use crate::tools::tools;
-use crate::workload_mtls::{
+use crate::support::pods::{
     Mesh, SLEEP, mtls_request, request, request_with, request_with_headers,
 };
+use crate::tools::tools;
 
 /// The ALLOW and DENY policies of pod B's workload (`app: reviews`): `sleep` may ask for
 /// `/api/*` on the HTTP port and connect to the TCP port; nobody may `DELETE` on the HTTP
