@@ -46,6 +46,7 @@
 
 pub mod authorization_policy;
 pub mod check;
+pub mod credentials;
 pub mod documents;
 pub mod feed;
 pub mod model;
