@@ -1,13 +1,16 @@
 //! An in-process fake of the Kubernetes API server, for tests and load runs (feature `fake`).
 //!
 //! [`FakeApiServer`] serves, over plain HTTP on `127.0.0.1` and a port the system picks, the
-//! resources a service-discovery client reads: core `v1` Services, Pods, Nodes, Namespaces
-//! and Events, `discovery.k8s.io/v1` EndpointSlices, `events.k8s.io/v1` Events, and Istio's
+//! resources a service-discovery client reads: core `v1` Services, Pods, Nodes, Namespaces,
+//! Events and Secrets, `discovery.k8s.io/v1` EndpointSlices, `events.k8s.io/v1` Events, and Istio's
 //! `networking.istio.io` VirtualServices, DestinationRules, Gateways, ServiceEntries,
 //! WorkloadEntries and Sidecars at `v1`, `v1beta1` and `v1alpha3`, and `security.istio.io`
 //! AuthorizationPolicies, PeerAuthentications and RequestAuthentications at `v1` and `v1beta1`
 //! (one store per kind; objects come back with the version asked for). Also `/version` and the discovery documents `/api`,
-//! `/apis`, `/apis/{group}`, `/api/v1` and `/apis/{group}/{version}`.
+//! `/apis`, `/apis/{group}`, `/api/v1` and `/apis/{group}/{version}`, and two reviews (not in
+//! discovery): `authentication.k8s.io/v1` TokenReview of the tokens a test registers
+//! ([`FakeApiServer::add_token`]) and `authorization.k8s.io/v1` SubjectAccessReview of what a
+//! test granted ([`FakeApiServer::allow`]), answered as the RBAC authorizer answers.
 //!
 //! It follows the API conventions ("API Concepts", "Efficient detection of changes",
 //! "Resource versions") rather than any one client:
@@ -33,8 +36,10 @@
 //!
 //! Where it departs from a real server, on purpose:
 //! - no authentication, authorization, admission, defaulting or schema validation beyond
-//!   object names; namespaces need not exist; the fake starts empty (no `default` namespace,
-//!   no `kubernetes` Service);
+//!   object names (requests are not checked against the grants SubjectAccessReview answers
+//!   from, and a Secret without `type` stays without one, which field selectors see as `""`
+//!   where a real server would have defaulted it to `Opaque`); namespaces need not exist; the
+//!   fake starts empty (no `default` namespace, no `kubernetes` Service);
 //! - server-side apply (`application/apply-patch+yaml`) is answered with 415, protobuf and
 //!   `dryRun` are not served, and the legacy `/api/v1/watch/…` paths are not either;
 //! - a watch is never ended for being slow: the kept history is its buffer. History is kept
@@ -46,6 +51,7 @@
 //! Note that `kube::Client` retries 429, 503 and 504 answers itself (up to 15 times with
 //! exponential backoff) unless its config sets `default_retry = false`.
 
+mod access_review;
 mod discovery;
 mod http;
 mod kinds;
@@ -82,6 +88,8 @@ pub struct Counts {
     pub gone: usize,
     /// TokenReviews answered.
     pub token_reviews: usize,
+    /// SubjectAccessReviews answered.
+    pub access_reviews: usize,
 }
 
 /// A failure every HTTP request meets, watches and `/version` included.

@@ -1,6 +1,8 @@
 //! The Kubernetes registry: Services, EndpointSlices, Pods and Nodes of one cluster, watched
 //! through the API server and mapped to the model as Istio's Kubernetes registry maps them;
-//! and (in [`config_source`]) Istio's networking objects read from the same API server.
+//! and (in [`config_source`]) Istio's networking objects read from the same API server. For
+//! gateways' TLS credentials, [`secrets`] watches Secrets and [`access_review`] asks whether a
+//! gateway's service account may read them.
 //!
 //! Start with a [`Cluster`] (where its credentials come from and its cluster id), make its
 //! client with [`Cluster::client`], and build a [`KubernetesRegistry`] from it and a
@@ -86,12 +88,14 @@ pub mod fake;
 #[cfg(feature = "fake")]
 pub mod fixtures;
 
+pub mod access_review;
 pub mod config_source;
 
 mod cache;
 mod convert;
 mod errors;
 mod objects;
+pub mod secrets;
 pub mod token_review;
 mod watch;
 pub mod workload_entries;

@@ -22,8 +22,8 @@ use crate::cache::Cache;
 use crate::convert::Scope;
 use crate::errors::{describe, status};
 
-pub(crate) use self::streams::retry;
-use self::streams::{Kind, RETRY_MAX, RETRY_MIN, api, watchers};
+use self::streams::{Kind, RETRY_MAX, RETRY_MIN, watchers};
+pub(crate) use self::streams::{api, retry};
 
 /// What the loop needs.
 #[derive(Clone, Debug)]

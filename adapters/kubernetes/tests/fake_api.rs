@@ -2,9 +2,12 @@
 //! Checks of the fake Kubernetes API server itself, mostly through the real kube client:
 //! lists and selectors (`lists`), watches (`watches`), writes (`writes`), faults and the
 //! server's lifecycle (`faults`), discovery and kubeconfig (`discovery`), the helper methods
-//! (`helpers`), TokenReview (`token_reviews`) and a scale check (`scale`), with a small HTTP/1.1 client for what kube hides
-//! (`raw`).
+//! (`helpers`), TokenReview (`token_reviews`), SubjectAccessReview (`access_reviews`),
+//! Secrets and their `type` field selector (`secrets`) and a scale check (`scale`), with a
+//! small HTTP/1.1 client for what kube hides (`raw`).
 
+#[path = "fake_api/access_reviews.rs"]
+mod access_reviews;
 #[path = "fake_api/discovery.rs"]
 mod discovery;
 #[path = "fake_api/faults.rs"]
@@ -17,6 +20,8 @@ mod lists;
 mod raw;
 #[path = "fake_api/scale.rs"]
 mod scale;
+#[path = "fake_api/secrets.rs"]
+mod secrets;
 #[path = "fake_api/token_reviews.rs"]
 mod token_reviews;
 #[path = "fake_api/watches.rs"]

@@ -10,6 +10,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::Fault;
+use super::access_review;
 use super::discovery;
 use super::kinds::KINDS;
 use super::list;
@@ -130,6 +131,7 @@ async fn serve(
     match (route, method.clone()) {
         (Route::Version, Method::GET) => Ok(json(discovery::version())),
         (Route::TokenReviews, Method::POST) => token_review::review(shared, &body),
+        (Route::SubjectAccessReviews, Method::POST) => access_review::review(shared, &body),
         (Route::Api, Method::GET) => Ok(json(discovery::api(&host()))),
         (Route::Apis, Method::GET) => Ok(json(discovery::apis())),
         (Route::Group(g), Method::GET) => Ok(json(discovery::api_group(g))),

@@ -108,6 +108,10 @@ pub(super) const KINDS: &[Kind] = &[
         ..core("events", "event", "Event")
     },
     Kind {
+        status: false,
+        ..core("secrets", "secret", "Secret")
+    },
+    Kind {
         group: "discovery.k8s.io",
         status: false,
         ..core("endpointslices", "endpointslice", "EndpointSlice")

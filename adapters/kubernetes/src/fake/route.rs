@@ -21,6 +21,8 @@ pub(super) enum Route {
     Object(Target, String),
     /// `/apis/authentication.k8s.io/v1/tokenreviews`.
     TokenReviews,
+    /// `/apis/authorization.k8s.io/v1/subjectaccessreviews`.
+    SubjectAccessReviews,
     /// Anything else.
     Unknown,
 }
@@ -56,6 +58,9 @@ pub(super) fn parse(path: &str) -> Route {
             None => Route::Unknown,
         },
         ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => Route::TokenReviews,
+        ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+            Route::SubjectAccessReviews
+        }
         ["apis", group, version, rest @ ..] => resource(group, version, rest),
         _ => Route::Unknown,
     }
@@ -171,5 +176,17 @@ mod tests {
             Route::Unknown
         ));
         assert!(matches!(parse("/healthz"), Route::Unknown));
+        assert!(matches!(
+            parse("/apis/authorization.k8s.io/v1/subjectaccessreviews"),
+            Route::SubjectAccessReviews
+        ));
+        assert_eq!(
+            object("/api/v1/namespaces/a/secrets/tls"),
+            Some(("secrets", Some("a".into()), "tls".into(), false))
+        );
+        assert!(matches!(
+            parse("/api/v1/namespaces/a/secrets/tls/status"),
+            Route::Unknown
+        ));
     }
 }

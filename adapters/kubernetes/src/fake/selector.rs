@@ -3,7 +3,10 @@
 //! Labels: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`, joined by commas
 //! (all must hold). Fields: `f=v`, `f==v`, `f!=v` joined by commas, for `metadata.name`,
 //! `metadata.namespace` and the few extra fields the real server supports per kind (pods:
-//! `spec.nodeName`, `status.phase`, …; core events: `involvedObject.*`, `reason`, `type`, …).
+//! `spec.nodeName`, `status.phase`, …; core events: `involvedObject.*`, `reason`, `type`, …;
+//! secrets: `type`). A field the object lacks compares as `""`: the fake does no defaulting,
+//! so a Secret stored without a `type` (a real server would have made it `Opaque`) is
+//! selected by `type!=…` and not by `type=Opaque`.
 
 use serde_json::Value;
 
@@ -150,6 +153,7 @@ fn extra_fields(kind: &Kind) -> &'static [&'static str] {
         ],
         ("", "nodes") => &["spec.unschedulable"],
         ("", "namespaces") => &["status.phase"],
+        ("", "secrets") => &["type"],
         _ => &[],
     }
 }

@@ -37,6 +37,8 @@ pub(super) struct State {
     pub(super) bookmark_every: Duration,
     /// Service-account tokens TokenReview knows, by token.
     pub(super) tokens: BTreeMap<String, super::token_review::Token>,
+    /// What SubjectAccessReview allows, in the order granted.
+    pub(super) grants: Vec<super::access_review::Grant>,
 }
 
 impl State {
@@ -50,6 +52,7 @@ impl State {
             watch_cap: None,
             bookmark_every: Duration::from_secs(1),
             tokens: BTreeMap::new(),
+            grants: Vec::new(),
         }
     }
 

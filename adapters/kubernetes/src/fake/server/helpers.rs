@@ -39,6 +39,23 @@ impl FakeApiServer {
         );
     }
 
+    /// Lets `user` (`system:serviceaccount:NAMESPACE:NAME` for a service account) `verb` the
+    /// `resource` in `namespace` (`""`: in every namespace), as SubjectAccessReview will say;
+    /// the answer's reason names a synthetic RoleBinding (ClusterRoleBinding) of the grant.
+    /// `resource` is `RESOURCE[.GROUP][/SUBRESOURCE]` as the review asks (`secrets`,
+    /// `deployments.apps`, `pods/log`); `*` as the verb or the resource matches any.
+    pub fn allow(&self, user: &str, namespace: &str, verb: &str, resource: &str) {
+        self.shared
+            .lock()
+            .grants
+            .push(crate::fake::access_review::Grant {
+                user: user.to_owned(),
+                namespace: namespace.to_owned(),
+                verb: verb.to_owned(),
+                resource: resource.to_owned(),
+            });
+    }
+
     /// Creates or replaces an object given as full JSON (`apiVersion`, `kind`,
     /// `metadata.name`, and `metadata.namespace` for namespaced kinds, `default` if absent),
     /// status included. Sets `uid` (kept across replaces), `creationTimestamp`,
