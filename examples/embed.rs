@@ -40,6 +40,7 @@ async fn main() -> anyhow::Result<()> {
         jwks: Default::default(),
         debug_token: None,
         auto_registration: None,
+        secret_stores: Vec::new(),
         limits: Default::default(),
         http_header_read_timeout: Duration::from_secs(10),
     })

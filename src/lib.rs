@@ -22,6 +22,7 @@ pub mod aggregate;
 pub mod autoregistration;
 pub mod ca;
 pub mod cli;
+pub mod credentials;
 pub mod debug;
 pub mod jwks;
 pub mod logging;
@@ -30,4 +31,6 @@ mod net;
 pub mod registries;
 pub mod server;
 pub mod snapshot;
+#[cfg(test)]
+mod testing;
 pub mod xds;

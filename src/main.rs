@@ -85,6 +85,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         config_sources,
         auto_registration,
         token_reviewer,
+        secret_stores,
     } = registries::build(&config).await?;
     let settings = Settings {
         debounce: Debounce {
@@ -127,6 +128,7 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         http_header_read_timeout: args.client_limits.http_header_read_timeout,
         debug_token,
         auto_registration: auto_registration.map(|b| (b, args.workload_entry_grace_period)),
+        secret_stores,
     })
     .await?;
     let token = running.shutdown_token();

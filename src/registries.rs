@@ -8,6 +8,9 @@
 //! line reads the same in every build, and [`build`] refuses it with
 //! [`BuildError::NotCompiled`], which names the feature to rebuild with.
 
+#[cfg(feature = "kubernetes")]
+mod kubernetes;
+
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -383,42 +386,31 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         })
         .or(kube_auto_registration);
     #[cfg(feature = "kubernetes")]
-    let token_reviewer = kube_clients.first().map(|client| {
-        let reviews = wayfinder_kubernetes::token_review::TokenReviews::new(
-            client.clone(),
-            kube.token_audiences.clone(),
-        );
-        Arc::new(KubernetesTokens(reviews)) as Arc<dyn crate::ca::TokenReviewer>
-    });
+    let token_reviewer = kube_clients
+        .first()
+        .map(|client| kubernetes::token_reviewer(client, &kube.token_audiences));
     #[cfg(not(feature = "kubernetes"))]
     let token_reviewer = None;
+    // Every cluster's Secrets, read only once a credential is needed (`crate::credentials`).
+    #[cfg(feature = "kubernetes")]
+    let secret_stores = kube
+        .clusters
+        .iter()
+        .zip(&kube_clients)
+        .map(|(cluster, client)| {
+            let store = kubernetes::secret_store(client, &cluster.id, &kube.settings.namespace);
+            (cluster.id.clone(), store)
+        })
+        .collect();
+    #[cfg(not(feature = "kubernetes"))]
+    let secret_stores = Vec::new();
     Ok(Built {
         registries,
         config_sources,
         auto_registration,
         token_reviewer,
+        secret_stores,
     })
-}
-
-/// The primary cluster's TokenReview, for the certificate API.
-#[cfg(feature = "kubernetes")]
-#[derive(Debug)]
-struct KubernetesTokens(wayfinder_kubernetes::token_review::TokenReviews);
-
-#[cfg(feature = "kubernetes")]
-impl crate::ca::TokenReviewer for KubernetesTokens {
-    fn review<'a>(&'a self, token: &'a str) -> crate::ca::Review<'a> {
-        use wayfinder_kubernetes::token_review::Verdict;
-        Box::pin(async move {
-            match self.0.review(token).await {
-                Ok(Verdict::ServiceAccount { namespace, name }) => {
-                    Ok(crate::ca::Reviewed::ServiceAccount(namespace, name))
-                }
-                Ok(Verdict::Refused(why)) => Ok(crate::ca::Reviewed::Refused(why)),
-                Err(err) => Err(err.to_string()),
-            }
-        })
-    }
 }
 
 /// The registries and configuration sources to run.
@@ -433,6 +425,8 @@ pub struct Built {
     /// The primary cluster's TokenReview, when a cluster is configured: the certificate API
     /// accepts its service-account tokens.
     pub token_reviewer: Option<Arc<dyn crate::ca::TokenReviewer>>,
+    /// Every cluster's Secrets, the primary first, for gateways' credentials.
+    pub secret_stores: Vec<(String, Arc<dyn crate::credentials::SecretStore>)>,
 }
 
 /// A client per cluster; refuses two clusters with one id.

@@ -67,6 +67,9 @@ pub struct Config {
     /// last stream closes (see [`crate::autoregistration`]). `None`: proxies asking for it
     /// are not registered.
     pub auto_registration: Option<(crate::autoregistration::Handle, Duration)>,
+    /// Where gateways' credentials are read from, by cluster id, the primary first (see
+    /// [`crate::credentials`]); empty: no cluster, so no credentials.
+    pub secret_stores: Vec<(String, Arc<dyn crate::credentials::SecretStore>)>,
 }
 
 /// The secure port (`--secure-grpc-addr`): what it listens on and signs with.
@@ -163,13 +166,20 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         aggregate.add_config_source(source);
     }
     let model = aggregate.start(shutdown.clone());
-    let jwks = crate::jwks::spawn(model.clone(), config.jwks, shutdown.clone());
+    let inputs = crate::xds::ads::InputChannels {
+        jwks: crate::jwks::spawn(model.clone(), config.jwks, shutdown.clone()),
+        credentials: crate::credentials::spawn(
+            model.clone(),
+            config.secret_stores,
+            shutdown.clone(),
+        ),
+    };
     let ads = AdsServer::new(
         model.clone(),
         xds_metrics,
         &config.domain,
         config.mesh,
-        jwks,
+        inputs,
         &config.limits,
         shutdown.clone(),
     );

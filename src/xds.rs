@@ -19,7 +19,7 @@ pub mod proxy;
 pub mod resource;
 mod types;
 
-pub use generate::{DEFAULT_SYSTEM_CA_FILE, MeshSettings, Resources, XdsSnapshot};
+pub use generate::{DEFAULT_SYSTEM_CA_FILE, Inputs, MeshSettings, Resources, XdsSnapshot};
 pub use proxy::{Proxy, ProxyKind};
 pub use resource::{Resource, ResourceSet, Version};
 pub use types::{PerType, TypeUrl};

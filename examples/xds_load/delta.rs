@@ -201,7 +201,8 @@ impl Machine for Delta {
                 out.extend(self.follow(TypeUrl::Cluster, &by_parent));
                 self.route_clusters = by_parent;
             }
-            TypeUrl::Route | TypeUrl::Endpoint => {}
+            // The load asks for no secrets.
+            TypeUrl::Route | TypeUrl::Endpoint | TypeUrl::Secret => {}
         }
         out
     }

@@ -179,7 +179,8 @@ impl Machine for Sotw {
                 clusters.dedup();
                 out.extend(self.subscribe(TypeUrl::Cluster, Arc::new(Names::new(clusters))));
             }
-            TypeUrl::Route | TypeUrl::Endpoint => {}
+            // The load asks for no secrets.
+            TypeUrl::Route | TypeUrl::Endpoint | TypeUrl::Secret => {}
         }
         out
     }

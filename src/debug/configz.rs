@@ -16,6 +16,10 @@
 //! The answer: `snapshot_version`, `sources` (each source's health, counts and last error),
 //! `jwks` (each JWT issuer's keys the control plane fetches: `issuer`, `uri` (empty: OpenID
 //! discovery), `fetched` (whether it has keys), `fetched_at`, `bytes` and the last `error`),
+//! `credentials` (gateways' Secrets, never their bytes: each cluster's `watching`, `synced`,
+//! `secrets` count and last `error`; each credential the Gateways name with the Gateways that
+//! name it and, per namespace holding a Secret of that name, whether it `serves` (or the
+//! `error` why not); and the answers about who may read them),
 //! `refused` (every document and object refused now, by every source, as `{source, file,
 //! document, line, kind, namespace, name, error}`; an entry leaves when it is fixed; at most
 //! 1,000, with `refused_total`), `objects` (the page), `total` (objects matching the
@@ -29,6 +33,7 @@ use serde_json::{Value, json};
 use wayfinder_config::{ConfigObject, Refusal};
 
 use super::Debug;
+use crate::credentials::Credentials;
 use crate::jwks::JwksTable;
 
 /// Objects per page when `limit` is not given.
@@ -136,6 +141,7 @@ pub(super) async fn configz(
         "snapshot_version": snapshot.version,
         "sources": *sources,
         "jwks": jwks(d.ads.current().keys()),
+        "credentials": credentials(&snapshot, d.ads.current().credentials()),
         "refused": listed,
         "refused_total": refused_total,
         "objects": objects,
@@ -157,6 +163,56 @@ fn jwks(table: &JwksTable) -> Value {
         })
     });
     Value::Array(entries.collect())
+}
+
+/// Gateways' credentials: what is read, what the Gateways name and who may read them, never
+/// a Secret's bytes.
+fn credentials(model: &crate::snapshot::Snapshot, table: &Credentials) -> Value {
+    use wayfinder_config::credentials::{SecretRef, cert_info};
+    let clusters = table.clusters().iter().map(|(id, c)| {
+        json!({
+            "cluster": id,
+            "watching": c.watching,
+            "synced": c.synced,
+            "secrets": c.secrets.len(),
+            "error": c.error,
+        })
+    });
+    let referenced = crate::credentials::referenced(model)
+        .into_iter()
+        .map(|(name, by)| {
+            // The namespaces holding a Secret of that name, in the primary cluster: any namespace
+            // for a bare name, which is the gateway proxy's.
+            let found = SecretRef::parse(&name, "*").ok().map(|r| {
+                let primary = table.cluster("").and_then(|c| table.clusters().get(c));
+                let secrets = primary.into_iter().flat_map(|c| &c.secrets);
+                secrets
+                    .filter(|((ns, n), _)| {
+                        **n == *r.name && (r.namespace == "*" || **ns == *r.namespace)
+                    })
+                    .map(|((ns, _), secret)| match cert_info(secret) {
+                        Ok(_) => json!({"namespace": ns, "serves": true}),
+                        Err(e) => json!({"namespace": ns, "serves": false, "error": e}),
+                    })
+                    .collect::<Vec<_>>()
+            });
+            json!({"credential": name, "gateways": by, "secrets": found.unwrap_or_default()})
+        });
+    let access = table.decisions().iter().map(|(id, d)| {
+        json!({
+            "cluster": id.cluster,
+            "namespace": id.namespace,
+            "service_account": id.service_account,
+            "allowed": d.allowed.is_ok(),
+            "reason": d.allowed.as_ref().err(),
+            "age_seconds": d.at.elapsed().as_secs(),
+        })
+    });
+    json!({
+        "clusters": clusters.collect::<Vec<_>>(),
+        "referenced": referenced.collect::<Vec<_>>(),
+        "access": access.collect::<Vec<_>>(),
+    })
 }
 
 /// Members of a JWK that are private key material (`k`: a symmetric key, refused by

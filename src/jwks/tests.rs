@@ -10,13 +10,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec, RequestAuthentication};
 
 use super::*;
 use crate::aggregate::snapshot_with_config;
 use crate::snapshot::published;
+use crate::testing::until;
 
 /// What the issuer answers: keys, or a status.
 type Answer = Arc<Mutex<Result<String, u16>>>;
@@ -60,26 +60,6 @@ fn model(rules: &str) -> Arc<Snapshot> {
     let model = snapshot_with_config(Vec::new(), vec![object]).unwrap();
     assert_eq!(model.config.objects.len(), 1, "the policy is valid");
     Arc::new(model)
-}
-
-/// Waits for a table that `ok` accepts.
-async fn until(
-    rx: &mut watch::Receiver<Arc<JwksTable>>,
-    what: &str,
-    ok: impl Fn(&JwksTable) -> bool,
-) -> Arc<JwksTable> {
-    let wait = async {
-        loop {
-            let table = rx.borrow_and_update().clone();
-            if ok(&table) {
-                return table;
-            }
-            rx.changed().await.unwrap();
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), wait)
-        .await
-        .unwrap_or_else(|_| panic!("waiting for {what}: {:?}", rx.borrow()))
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ mod errors;
 #[doc(hidden)]
 pub mod fuzz;
 mod held;
+mod inputs;
 mod limits;
 mod outbox;
 mod protocol;
@@ -38,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use delta::DeltaState;
 pub use errors::PeerAddr;
+pub use inputs::InputChannels;
 pub use limits::{ADMISSION_WAIT, BUDGET_WAIT, ConnectionEnd, DELIVERY_WAIT, Limits};
 pub use service::AdsService;
 pub use state::{Outcome, RequestError, StreamState};
@@ -52,7 +54,6 @@ use self::protocol::Protocol;
 use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 
 use crate::ca::PeerCertificate;
-use crate::jwks::JwksTable;
 use crate::metrics::ReasonLabel;
 use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
@@ -172,7 +173,7 @@ impl AdsServer {
         metrics: Arc<XdsMetrics>,
         domain: &str,
         mesh: MeshSettings,
-        jwks: watch::Receiver<Arc<JwksTable>>,
+        mut inputs: InputChannels,
         limits: &Limits,
         shutdown: CancellationToken,
     ) -> Self {
@@ -180,11 +181,10 @@ impl AdsServer {
         let model_versions = model.versions();
         let first = model.snapshot();
         let (tx, versions) = watch::channel(first.version);
-        let keys = jwks.borrow().clone();
         let current = ArcSwap::from_pointee(
             XdsSnapshot::new(first, domain)
                 .with_mesh(mesh)
-                .with_keys(keys),
+                .with_inputs(inputs.current()),
         );
         let read_limits = read_limits(limits, metrics.xds_request_budget.clone());
         let push_budget =
@@ -207,10 +207,10 @@ impl AdsServer {
             push_send_timeout: limits.push_send_timeout,
             observer: std::sync::OnceLock::new(),
         });
-        tokio::spawn(follow(
+        tokio::spawn(inputs::follow(
             model,
             model_versions,
-            jwks,
+            inputs,
             Arc::downgrade(&inner),
             tx,
             shutdown,
@@ -268,7 +268,11 @@ impl AdsServer {
             let resources: Vec<Value> = all
                 .iter()
                 .filter(|r| sub.wants(&r.name))
-                .map(|r| json::any_to_json(&r.any()))
+                .map(|r| {
+                    let mut value = json::any_to_json(&r.any());
+                    json::redact(&mut value);
+                    value
+                })
                 .collect();
             dump[type_name(type_url)] = Value::Array(resources);
         }
@@ -433,6 +437,10 @@ impl AdsServer {
             }
             return Ok(true);
         }
+        if nonce.is_empty() && type_url == TypeUrl::Secret.as_str() && !state.proxy().mesh_tls() {
+            // As istiod: a node on the plaintext port is whoever it says it is.
+            tracing::warn!(proxy = %state.proxy(), "a proxy without a verified identity asks for secrets: they are served only on the secure port, to the identity of the proxy's certificate");
+        }
         let outcome = state.on_request(&req, &self.current())?;
         let m = &self.inner.metrics;
         if outcome.stale {
@@ -510,38 +518,6 @@ impl Drop for Registration<'_> {
     }
 }
 
-/// Wraps each newly published model snapshot for the streams and wakes them.
-/// Follows the model's snapshots and the JWT keys (`crate::jwks`), each new one making the
-/// next xDS snapshot, which wakes every stream.
-async fn follow(
-    reader: SnapshotReader,
-    mut versions: watch::Receiver<u64>,
-    mut jwks: watch::Receiver<Arc<JwksTable>>,
-    inner: std::sync::Weak<Inner>,
-    tx: watch::Sender<u64>,
-    shutdown: CancellationToken,
-) {
-    let mut keys_open = true;
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            changed = versions.changed() => if changed.is_err() { return },
-            // A resolver that stopped leaves the keys as they were.
-            changed = jwks.changed(), if keys_open => if changed.is_err() {
-                keys_open = false;
-                continue;
-            },
-        }
-        let Some(inner) = inner.upgrade() else { return };
-        let model = reader.snapshot();
-        let version = model.version;
-        let keys = jwks.borrow_and_update().clone();
-        let next = XdsSnapshot::next_with_keys(model, &inner.domain, &inner.current.load(), keys);
-        inner.current.store(Arc::new(next));
-        tx.send_replace(version);
-    }
-}
-
 /// Where a stream's task sends its encoded responses (and, last, an error status).
 type Responses = mpsc::Sender<wire::Queued>;
 
@@ -551,6 +527,7 @@ fn type_name(t: TypeUrl) -> &'static str {
         TypeUrl::Endpoint => "endpoints",
         TypeUrl::Listener => "listeners",
         TypeUrl::Route => "routes",
+        TypeUrl::Secret => "secrets",
     }
 }
 

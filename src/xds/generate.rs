@@ -10,9 +10,10 @@
 //! touches: an endpoint change encodes that service's assignments again and nothing else, and
 //! the endpoints [`Layer`] of each scope names them for the streams.
 //!
-//! **Invariant:** every memo of an [`XdsSnapshot`] is declared by a `Scope` (beside its
-//! field): what its generator reads besides its key, of the model (the services' definitions,
-//! their endpoints, the traffic configuration, or the one service its key names). Everything a
+//! **Invariant:** every memo of an [`XdsSnapshot`] is declared by a `Scope` (in
+//! `declared.rs`, with its key): what its generator reads besides its key, of the model (the
+//! services' definitions, their endpoints, the traffic configuration, or the one service its
+//! key names), or of the server's inputs (JWT keys, credentials). Everything a
 //! generator reads of a [`Proxy`] is in its key; the server's settings fixed at start (the
 //! mesh domain, the system CA file) are shared by every snapshot of one server. What the next
 //! snapshot keeps of each memo follows from its declaration and what changed (`scope.rs`),
@@ -25,6 +26,7 @@ mod authz;
 mod cache;
 mod cluster;
 mod ctx;
+mod declared;
 mod domains;
 mod endpoint;
 mod gateway;
@@ -38,6 +40,7 @@ mod policy;
 mod proto;
 mod route;
 mod scope;
+mod sds;
 mod security;
 mod upstream_tls;
 
@@ -45,9 +48,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, EffectiveMtls, Kind};
-use wayfinder_registry::ServiceKey;
+use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, Kind};
 
+use crate::credentials::Credentials;
 use crate::jwks::JwksTable;
 use crate::snapshot::{MergedService, Snapshot};
 use crate::xds::TypeUrl;
@@ -56,9 +59,13 @@ use crate::xds::resource::{Resource, ResourceSet, insert};
 
 pub use self::cache::{Layer, Resources};
 use self::ctx::Ctx;
+use self::declared::{
+    GATEWAYS, GRPC_ROUTING, GRPC_SCOPES, GRPC_SERVICES, GatewayKey, INBOUND, InboundKey, LISTENERS,
+    MeshTls, OUTBOUND, ROUTES, SECRETS, SIDECAR_SERVICES, ScopeKey, SecretKey, ServiceRule,
+};
 use self::memo::{Memo, Value};
 pub use self::picked::{Picked, Place};
-use self::scope::{Changes, Reads, Scope};
+use self::scope::Changes;
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 
 /// The server's settings that generation reads besides the model: fixed at start and shared
@@ -94,9 +101,11 @@ pub struct XdsSnapshot {
     mesh: Arc<MeshSettings>,
     /// The JWT keys the control plane fetched (`crate::jwks`), part of the configuration.
     jwks: Arc<JwksTable>,
+    /// The gateways' credentials the control plane reads (`crate::credentials`).
+    credentials: Arc<Credentials>,
     published: Instant,
-    // Each memo is declared by the `Scope` of the same name below: what its generator reads,
-    // from which follows what the next snapshot keeps of it.
+    // Each memo is declared by the `Scope` of the same name in `declared.rs`: what its
+    // generator reads, from which follows what the next snapshot keeps of it.
     sidecar_services: Memo<ServiceRule, ServiceResources>,
     grpc_services: Memo<ServiceRule, ServiceResources>,
     outbound: Memo<(ScopeKey, MeshTls), [Arc<Layer>; 2]>,
@@ -109,94 +118,20 @@ pub struct XdsSnapshot {
     /// a deployment shares them, and a stream pushed an endpoint change no longer generates
     /// its own (perf: a tenth of the server's time at 2,000 sidecars).
     inbound: Memo<InboundKey, [Arc<Layer>; 2]>,
+    secrets: Memo<SecretKey, Arc<Layer>>,
     instances: OnceLock<inbound::Index>,
 }
 
-/// A service's clusters and endpoints for sidecars and gateways (`service_resources`): that
-/// service, all of it (ports, resolution, endpoints), and the DestinationRule its key names.
-static SIDECAR_SERVICES: Scope<ServiceRule> =
-    Scope::per_service("sidecar_services", rule_service, Reads::CONFIG);
-
-/// The same for proxyless gRPC clients, with the service's API listeners
-/// (`grpc::service_resources`).
-static GRPC_SERVICES: Scope<ServiceRule> =
-    Scope::per_service("grpc_services", rule_service, Reads::CONFIG);
-
-/// The clusters and endpoints of a sidecar scope or a gateway's namespace: the services it
-/// sees (visibility and the Sidecar's egress hosts read definitions), each service's
-/// resources through `SIDECAR_SERVICES` (endpoints, DestinationRules), and the Sidecar.
-static OUTBOUND: Scope<(ScopeKey, MeshTls)> = Scope::reading("outbound", EVERYTHING);
-
-/// A gRPC client namespace's clusters and endpoints: as `OUTBOUND`, through `GRPC_SERVICES`.
-static GRPC_SCOPES: Scope<Arc<str>> = Scope::reading("grpc_scopes", EVERYTHING);
-
-/// A gRPC client namespace's API listeners and route configurations: the services it sees and
-/// their ports, VirtualServices (`grpc::route`) and DestinationRules (subsets, hash
-/// policies). Only the listeners of `GRPC_SERVICES`' values, which read no endpoints.
-static GRPC_ROUTING: Scope<Arc<str>> =
-    Scope::reading("grpc_routing", Reads::DEFINITIONS.and(Reads::CONFIG));
-
-/// A sidecar scope's outbound listeners (`listener::outbound`): the services it sees, their
-/// ports and addresses, VirtualServices' TCP and TLS rules, and the Sidecar's egress and
-/// outbound traffic policy.
-static LISTENERS: Scope<(ScopeKey, ListenSettings)> =
-    Scope::reading("listeners", Reads::DEFINITIONS.and(Reads::CONFIG));
-
-/// A gateway's listeners, routes and SNI-DNAT clusters (`gateway::resources`): the Gateways
-/// that select it, the VirtualServices bound to them and the services and DestinationRules
-/// those route to; with an `AUTO_PASSTHROUGH` server, every service it sees and their
-/// DestinationRules (EDS clusters: no endpoints); the security policies that select it and
-/// the JWT keys of their rules.
-static GATEWAYS: Scope<GatewayKey> = Scope::reading(
-    "gateways",
-    Reads::DEFINITIONS.and(Reads::CONFIG).and(Reads::KEYS),
-);
-
-/// A sidecar scope's route configurations (`route::outbound`): the services it sees (their
-/// ports and addresses make the domains), VirtualServices, DestinationRules (hash policies)
-/// and the Sidecar's outbound traffic policy.
-static ROUTES: Scope<(ScopeKey, Arc<str>)> =
-    Scope::reading("routes", Reads::DEFINITIONS.and(Reads::CONFIG));
-
-/// A sidecar's inbound clusters and listener (`inbound`): a function of its key alone, the
-/// ports of the proxy's instances (found in this snapshot's endpoints when the proxy asks),
-/// where it listens, for a proxy that holds a mesh certificate the PeerAuthentication in force
-/// for it, and the AuthorizationPolicies that apply to it (both found in this snapshot's
-/// configuration when the proxy asks).
-static INBOUND: Scope<InboundKey> = Scope::reading("inbound", Reads::NOTHING);
-
-/// What a sidecar's inbound side depends on (see `INBOUND`): its ports, where it listens, its
-/// PeerAuthentication mode (with a mesh certificate) and its AuthorizationPolicies.
-type InboundKey = (
-    inbound::Ports,
-    ListenSettings,
-    Option<EffectiveMtls>,
-    security::Policies,
-);
-
-/// Every part of the model.
-const EVERYTHING: Reads = Reads::DEFINITIONS.and(Reads::ENDPOINTS).and(Reads::CONFIG);
-
-/// A service, the DestinationRule that applies to it, and whether the proxy holds a mesh
-/// certificate (its clusters may use mesh mTLS: see `mesh_tls`).
-type ServiceRule = (ServiceKey, Option<ConfigKey>, MeshTls);
-
-/// Whether a proxy holds a mesh certificate ([`Proxy::mesh_tls`]): part of the key of what
-/// differs with it (clusters, inbound listeners).
-type MeshTls = bool;
-
-/// The service a per-service key names.
-fn rule_service(key: &ServiceRule) -> &ServiceKey {
-    &key.0
+/// What generation reads besides the model that the server's own tasks provide: the JWT keys
+/// (`crate::jwks`) and the gateways' credentials (`crate::credentials`). Each is published
+/// whole, so a new one is another `Arc`.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    /// The JWT keys of RequestAuthentications.
+    pub jwks: Arc<JwksTable>,
+    /// The Secrets gateways' `credentialName`s name, and who may read them.
+    pub credentials: Arc<Credentials>,
 }
-
-/// What a sidecar's outbound view depends on: its namespace and the Sidecar object scoping it.
-type ScopeKey = (Arc<str>, Option<ConfigKey>);
-
-/// What a gateway's listeners and routes depend on: its namespace, where it listens, its
-/// labels (which Gateways select it) and whether it holds a mesh certificate (`ISTIO_MUTUAL`
-/// servers).
-type GatewayKey = (Arc<str>, ListenSettings, Vec<(String, String)>, MeshTls);
 
 /// What one service contributes, per type, for one kind of proxy.
 #[derive(Debug, Default)]
@@ -221,6 +156,7 @@ impl XdsSnapshot {
             domain: domain.into(),
             mesh: Arc::default(),
             jwks: Arc::new(JwksTable::new()),
+            credentials: Arc::default(),
             published: Instant::now(),
             sidecar_services: Memo::new(&SIDECAR_SERVICES),
             grpc_services: Memo::new(&GRPC_SERVICES),
@@ -231,6 +167,7 @@ impl XdsSnapshot {
             gateways: Memo::new(&GATEWAYS),
             routes: Memo::new(&ROUTES),
             inbound: Memo::new(&INBOUND),
+            secrets: Memo::new(&SECRETS),
             instances: OnceLock::new(),
         }
     }
@@ -247,24 +184,38 @@ impl XdsSnapshot {
     ///   of its key, which it replaces (keeping it when equal), so streams look only at the
     ///   names that differ.
     pub fn next(model: Arc<Snapshot>, domain: &str, previous: &XdsSnapshot) -> Self {
-        Self::next_with_keys(model, domain, previous, previous.jwks.clone())
+        Self::next_with(model, domain, previous, previous.inputs())
     }
 
-    /// [`XdsSnapshot::next`] with the JWT keys `jwks` (the resolver's table, `crate::jwks`):
-    /// new keys rebuild what reads them (`Reads::KEYS`: gateways' listeners; a sidecar's
-    /// inbound side holds its keys in its key).
+    /// [`XdsSnapshot::next`] with the JWT keys `jwks` (the resolver's table, `crate::jwks`)
+    /// and the previous snapshot's credentials.
     pub fn next_with_keys(
         model: Arc<Snapshot>,
         domain: &str,
         previous: &XdsSnapshot,
         jwks: Arc<JwksTable>,
     ) -> Self {
+        let credentials = previous.credentials.clone();
+        Self::next_with(model, domain, previous, Inputs { jwks, credentials })
+    }
+
+    /// [`XdsSnapshot::next`] with the server's `inputs`: new JWT keys rebuild what reads them
+    /// (`Reads::KEYS`: gateways' listeners; a sidecar's inbound side holds its keys in its
+    /// key), new credentials the secrets (`Reads::CREDENTIALS`).
+    pub fn next_with(
+        model: Arc<Snapshot>,
+        domain: &str,
+        previous: &XdsSnapshot,
+        inputs: Inputs,
+    ) -> Self {
         let mut changes = Changes::between(&previous.model, &model);
-        changes.keys = !Arc::ptr_eq(&previous.jwks, &jwks);
+        changes.keys = !Arc::ptr_eq(&previous.jwks, &inputs.jwks);
+        changes.credentials = !Arc::ptr_eq(&previous.credentials, &inputs.credentials);
         Self {
             domain: domain.into(),
             mesh: previous.mesh.clone(),
-            jwks,
+            jwks: inputs.jwks,
+            credentials: inputs.credentials,
             published: Instant::now(),
             sidecar_services: previous.sidecar_services.next(&changes),
             grpc_services: previous.grpc_services.next(&changes),
@@ -275,6 +226,7 @@ impl XdsSnapshot {
             gateways: previous.gateways.next(&changes),
             routes: previous.routes.next(&changes),
             inbound: previous.inbound.next(&changes),
+            secrets: previous.secrets.next(&changes),
             instances: OnceLock::new(),
             model,
         }
@@ -295,9 +247,29 @@ impl XdsSnapshot {
         self
     }
 
+    /// The same snapshot with the server's `inputs` (see [`XdsSnapshot::next_with`]).
+    pub fn with_inputs(mut self, inputs: Inputs) -> Self {
+        self.jwks = inputs.jwks;
+        self.credentials = inputs.credentials;
+        self
+    }
+
     /// The JWT keys generation inlines.
     pub fn keys(&self) -> &Arc<JwksTable> {
         &self.jwks
+    }
+
+    /// The gateways' credentials secrets are served from.
+    pub fn credentials(&self) -> &Arc<Credentials> {
+        &self.credentials
+    }
+
+    /// The server's inputs this snapshot generates from.
+    pub fn inputs(&self) -> Inputs {
+        Inputs {
+            jwks: self.jwks.clone(),
+            credentials: self.credentials.clone(),
+        }
     }
 
     /// The same snapshot with the server's settings `mesh`. Snapshots made by
@@ -331,6 +303,9 @@ impl XdsSnapshot {
         type_url: TypeUrl,
         requested: &BTreeSet<Arc<str>>,
     ) -> Resources {
+        if type_url == TypeUrl::Secret {
+            return self.secrets(proxy, requested);
+        }
         match proxy.kind {
             ProxyKind::Grpc => self.grpc(proxy, type_url, requested),
             ProxyKind::Sidecar | ProxyKind::Router => self.sidecar(proxy, type_url),
@@ -428,6 +403,8 @@ impl XdsSnapshot {
             TypeUrl::Listener | TypeUrl::Route => {
                 vec![gateway()[usize::from(type_url == TypeUrl::Route)].clone()]
             }
+            // Served by `secrets`, before this.
+            TypeUrl::Secret => Vec::new(),
         };
         Resources { layers }
     }
@@ -495,6 +472,22 @@ impl XdsSnapshot {
             }
         }
         Resources { layers }
+    }
+
+    /// The SDS secrets of `requested` that `proxy` may read (see `sds`), shared by proxies of
+    /// one identity that ask for the same names.
+    fn secrets(&self, proxy: &Proxy, requested: &BTreeSet<Arc<str>>) -> Resources {
+        let Some((identity, access)) = sds::reader(&self.credentials, proxy) else {
+            return Resources { layers: Vec::new() };
+        };
+        let key = (identity, access, requested.clone());
+        let layer = self.secrets.get_after(key.clone(), |previous| {
+            let set = sds::secrets(&self.credentials, &key.0, key.1, &key.2);
+            Layer::after(previous.as_deref(), set)
+        });
+        Resources {
+            layers: vec![(*layer).clone()],
+        }
     }
 
     /// A sidecar's inbound layers: clusters, then the listener.

@@ -31,6 +31,34 @@ pub fn any_to_json(any: &Any) -> Value {
     }
 }
 
+/// The sensitive fields of Envoy's TLS messages (`udpa.annotations.sensitive`): a
+/// `TlsCertificate`'s `private_key` and `password`, and a generic secret.
+const SENSITIVE: [&str; 3] = ["private_key", "password", "secret"];
+
+/// Replaces the inline bytes of every sensitive field of `value` with `[redacted]`, as Envoy's
+/// own config dump does: what a debug page shows never holds a private key. A file path stays.
+pub fn redact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                if SENSITIVE.contains(&key.as_str())
+                    && let Value::Object(source) = field
+                {
+                    for inline in ["inline_bytes", "inline_string"] {
+                        if let Some(v) = source.get_mut(inline) {
+                            *v = Value::String("[redacted]".into());
+                        }
+                    }
+                } else {
+                    redact(field);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
+}
+
 fn render(any: &Any) -> Result<Value, String> {
     let pool = pool()?;
     let name = any.type_url.rsplit('/').next().unwrap_or_default();

@@ -57,7 +57,7 @@ impl fmt::Display for Version {
 /// One xDS resource, encoded: its name, its content version and the `Any` that carries it,
 /// encoded too. Responses are written from these bytes as they are (see `ads/wire.rs`): every
 /// proxy that receives a resource is sent the same shared bytes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Resource {
     /// Resource name (a cluster, listener or route configuration name).
     pub name: Arc<str>,
@@ -68,6 +68,17 @@ pub struct Resource {
     /// A delta `Resource` message's fields other than the `Any` (name and version), encoded
     /// on first use and shared by every delta stream that sends this resource.
     delta_head: OnceLock<Bytes>,
+}
+
+/// Its name, version and size: the bytes may be a gateway's private key (SDS).
+impl fmt::Debug for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resource")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("bytes", &self.encoded.len())
+            .finish()
+    }
 }
 
 impl PartialEq for Resource {

@@ -15,12 +15,21 @@ pub enum TypeUrl {
     Listener,
     /// RDS: `envoy.config.route.v3.RouteConfiguration`.
     Route,
+    /// SDS over ADS: `envoy.extensions.transport_sockets.tls.v3.Secret`, a gateway's
+    /// credentials (`credentialName`), pushed last, as istiod does: a listener that names a
+    /// new secret waits for it while warming.
+    Secret,
 }
 
 impl TypeUrl {
     /// Every type, in push order.
-    pub const PUSH_ORDER: [TypeUrl; 4] =
-        [Self::Cluster, Self::Endpoint, Self::Listener, Self::Route];
+    pub const PUSH_ORDER: [TypeUrl; 5] = [
+        Self::Cluster,
+        Self::Endpoint,
+        Self::Listener,
+        Self::Route,
+        Self::Secret,
+    ];
 
     /// The full type URL, `type.googleapis.com/...`.
     pub const fn as_str(self) -> &'static str {
@@ -29,16 +38,19 @@ impl TypeUrl {
             Self::Endpoint => "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
             Self::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             Self::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            Self::Secret => "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
         }
     }
 
-    /// The short name Istio uses in metrics and debug pages: `cds`, `eds`, `lds`, `rds`.
+    /// The short name Istio uses in metrics and debug pages: `cds`, `eds`, `lds`, `rds`,
+    /// `sds`.
     pub const fn short(self) -> &'static str {
         match self {
             Self::Cluster => "cds",
             Self::Endpoint => "eds",
             Self::Listener => "lds",
             Self::Route => "rds",
+            Self::Secret => "sds",
         }
     }
 
@@ -151,11 +163,12 @@ mod tests {
             TypeUrl::Route.as_str(),
             pb::route::RouteConfiguration::type_url()
         );
+        assert_eq!(TypeUrl::Secret.as_str(), pb::tls::Secret::type_url());
         for t in TypeUrl::PUSH_ORDER {
             assert_eq!(TypeUrl::parse(t.as_str()), Some(t));
         }
         assert_eq!(
-            TypeUrl::parse("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"),
+            TypeUrl::parse("type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"),
             None
         );
     }

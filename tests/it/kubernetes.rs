@@ -3,14 +3,16 @@
 //! scales or a Service port changes (`ads`), real grpcio and Envoy traffic in a hybrid
 //! Kubernetes + Consul mesh (`traffic`), a 60 s API server outage with a restart and an
 //! expired resourceVersion (`outage`), Istio objects read from the API (`config`), and a
-//! VM's auto-registered entry written to the API (`autoregistration`), and a pod's first
-//! certificate with its service-account token (`certificates`).
+//! VM's auto-registered entry written to the API (`autoregistration`), a pod's first
+//! certificate with its service-account token (`certificates`), and a gateway's TLS
+//! credential from a Secret, rotated without a restart (`credentials`).
 
 mod ads;
 mod autoregistration;
 mod certificates;
 mod clusters;
 mod config;
+mod credentials;
 mod outage;
 #[cfg(feature = "consul")]
 mod traffic;
@@ -19,6 +21,7 @@ use wayfinder_kubernetes::fake::FakeApiServer;
 use wayfinder_kubernetes::fixtures::{address_slice, service};
 
 use crate::support::binary::Wayfinder;
+use crate::support::netns::Netns;
 
 /// Starts the binary against `fake` (`--kubeconfig` written into `dir`) with `extra` flags.
 pub(crate) async fn start(
@@ -34,6 +37,39 @@ pub(crate) async fn start(
         args.extend_from_slice(&["--registries", "Kubernetes"]);
     }
     Wayfinder::start(&args).await
+}
+
+/// The fake API server, listening inside `netns`.
+pub(crate) async fn fake_in(netns: &Netns) -> FakeApiServer {
+    let tcp = netns
+        .block_on(|| async { std::net::TcpListener::bind("127.0.0.1:0").expect("bind") })
+        .await;
+    FakeApiServer::start_on(tcp).await
+}
+
+/// The binary in `netns`, reading `fake`'s cluster as a registry and a config source
+/// (`--kubeconfig` written into `dir`), with `extra` flags.
+pub(crate) async fn start_in(
+    netns: &Netns,
+    fake: &FakeApiServer,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> Wayfinder {
+    let kubeconfig = fake.write_kubeconfig(dir, "east").display().to_string();
+    let wrapper = netns.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let mut args = vec![
+        "--kubeconfig",
+        &kubeconfig,
+        "--registries",
+        "Kubernetes",
+        "--config-source",
+        "k8s",
+        "--debounce-after",
+        "10ms",
+    ];
+    args.extend_from_slice(extra);
+    Wayfinder::start_under(&wrapper, &args).await
 }
 
 /// Service `web` (port `http` 8080, target 9080) in `default`, with endpoints

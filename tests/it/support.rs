@@ -9,6 +9,7 @@ pub(crate) mod fixtures;
 pub(crate) mod inproc;
 pub(crate) mod logs;
 pub(crate) mod netns;
+pub(crate) mod pki;
 pub(crate) mod pods;
 pub(crate) mod raw;
 

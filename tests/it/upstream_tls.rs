@@ -13,8 +13,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -25,6 +23,7 @@ use crate::envoy::Envoy;
 use crate::gateway::{NODE, gateway, virtual_service};
 use crate::support::binary::Wayfinder;
 use crate::support::fixtures::{service_entry, write};
+use crate::support::pki::Pki;
 use crate::support::{DEADLINE, tls_provider};
 use crate::tools::tools;
 
@@ -196,34 +195,6 @@ impl Client {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
             last = self.get().await;
-        }
-    }
-}
-
-/// A CA made for the test and a server certificate it signed for one DNS name.
-struct Pki {
-    ca_pem: String,
-    cert: CertificateDer<'static>,
-    key: PrivateKeyDer<'static>,
-}
-
-impl Pki {
-    fn new(name: &str) -> Self {
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(DnType::CommonName, "wayfinder test CA");
-        let ca_key = KeyPair::generate().unwrap();
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let issuer = Issuer::new(ca, ca_key);
-        let mut leaf = CertificateParams::new(vec![name.to_string()]).unwrap();
-        leaf.distinguished_name.push(DnType::CommonName, name);
-        let key = KeyPair::generate().unwrap();
-        let cert = leaf.signed_by(&key, &issuer).unwrap();
-        Self {
-            ca_pem: ca_cert.pem(),
-            cert: cert.der().clone(),
-            key: PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
         }
     }
 }

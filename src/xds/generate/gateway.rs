@@ -10,8 +10,11 @@
 //!   of that port whose hosts the server accepts (domains `host` and `host:port`). Several
 //!   VirtualServices for one host are merged, rules in namespace and name order, as Istio
 //!   merges them for gateways. `tls.httpsRedirect` makes the virtual hosts require TLS.
-//! - HTTPS and TLS with `mode: SIMPLE` or `MUTUAL`: the same, behind TLS termination with the
-//!   server's certificate files, one filter chain per server (by SNI), route configuration
+//! - HTTPS and TLS with `mode: SIMPLE`, `MUTUAL` or `OPTIONAL_MUTUAL`: the same, behind TLS
+//!   termination with the server's certificate files, or with the Kubernetes Secrets its
+//!   `credentialName(s)` name, served by the control plane over SDS on the ADS stream
+//!   (`kubernetes://NAME`, and `kubernetes://NAME-cacert` for the client CA: see `sds`), one
+//!   filter chain per server (by SNI), route configuration
 //!   `https.<port>.<server index>.<gateway>.<namespace>`. With `mode: ISTIO_MUTUAL`, the same
 //!   behind mesh mTLS: the gateway's own workload certificate, clients with one of the mesh
 //!   (see `mesh_tls`). A gateway without a mesh certificate has none to offer, so it gets no
@@ -28,6 +31,8 @@
 //! A VirtualService is bound to a Gateway by naming it in `gateways` (`name` in the
 //! VirtualService's namespace, or `namespace/name`).
 
+mod tls;
+
 use std::collections::BTreeMap;
 
 use wayfinder_config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};
@@ -36,7 +41,6 @@ use super::cluster::{is_proxied, sni_dnat};
 use super::listener::{
     HCM_FILTER, mesh_http_filters, network_filter, tcp_proxy, tcp_route, tls_inspector,
 };
-use super::mesh_tls;
 use super::proto::{ads, any, socket_address};
 use super::route::Destinations;
 use super::route::http::{Bound, routes};
@@ -45,16 +49,10 @@ use super::{Ctx, MeshSettings};
 use crate::jwks::JwksTable;
 use crate::snapshot::rules::{host_matches, resolve_host};
 use crate::xds::names;
-use crate::xds::pb::core::{
-    DataSource, TrafficDirection, TransportSocket, data_source, transport_socket,
-};
+use crate::xds::pb::core::TrafficDirection;
 use crate::xds::pb::hcm::{HttpConnectionManager, HttpFilter, Rds, http_connection_manager};
 use crate::xds::pb::listener::{FilterChain, FilterChainMatch, Listener};
 use crate::xds::pb::route::{RouteConfiguration, VirtualHost, virtual_host};
-use crate::xds::pb::tls::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
-    common_tls_context,
-};
 use crate::xds::proxy::Proxy;
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
@@ -158,7 +156,7 @@ pub(super) fn resources(
                     );
                     let mut chain = http_chain(&name, &rds, &authz.http);
                     chain.filter_chain_match = server_names(&b.server.hosts);
-                    chain.transport_socket = tls_termination(b.server);
+                    chain.transport_socket = tls::tls_termination(b.server);
                     chains.push(chain);
                 }
                 ("TCP" | "MONGO", _) => chains.extend(tcp_chain(ctx, b, port)),
@@ -368,52 +366,6 @@ fn server_names(hosts: &[String]) -> Option<FilterChainMatch> {
     (!names.is_empty()).then(|| FilterChainMatch {
         server_names: names,
         ..Default::default()
-    })
-}
-
-fn tls_termination(server: &Server) -> Option<TransportSocket> {
-    let tls = server.tls.as_ref()?;
-    if tls.mode == Some(ServerTlsMode::IstioMutual) {
-        return Some(mesh_tls::downstream(true));
-    }
-    let file = |p: &str| {
-        Some(DataSource {
-            specifier: Some(data_source::Specifier::Filename(p.to_string())),
-            ..Default::default()
-        })
-    };
-    let mut common = CommonTlsContext {
-        tls_certificates: vec![TlsCertificate {
-            certificate_chain: file(&tls.server_certificate),
-            private_key: file(&tls.private_key),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let mutual = matches!(
-        tls.mode,
-        Some(ServerTlsMode::Mutual | ServerTlsMode::OptionalMutual)
-    );
-    if mutual && !tls.ca_certificates.is_empty() {
-        common.validation_context_type = Some(
-            common_tls_context::ValidationContextType::ValidationContext(
-                CertificateValidationContext {
-                    trusted_ca: file(&tls.ca_certificates),
-                    ..Default::default()
-                },
-            ),
-        );
-    }
-    let context = DownstreamTlsContext {
-        common_tls_context: Some(common),
-        require_client_certificate: Some(crate::xds::pb::protobuf::BoolValue {
-            value: tls.mode == Some(ServerTlsMode::Mutual),
-        }),
-        ..Default::default()
-    };
-    Some(TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&context))),
     })
 }
 

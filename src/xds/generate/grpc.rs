@@ -192,7 +192,7 @@ pub(super) fn aliases(
         let resource = match type_url {
             TypeUrl::Listener => api_listener(name),
             TypeUrl::Route => route(ctx, name, svc, port),
-            TypeUrl::Cluster | TypeUrl::Endpoint => continue,
+            TypeUrl::Cluster | TypeUrl::Endpoint | TypeUrl::Secret => continue,
         };
         insert(&mut set, resource);
     }

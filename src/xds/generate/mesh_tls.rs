@@ -71,7 +71,10 @@ pub(super) fn upstream(sni: &str, identities: &[Arc<str>], http2: bool) -> Trans
     if http2 {
         alpn.push("h2".into());
     }
-    let matchers = identities.iter().map(|id| exact(id)).collect();
+    let matchers = identities
+        .iter()
+        .map(|id| super::upstream_tls::san_matcher(id))
+        .collect();
     let context = UpstreamTlsContext {
         common_tls_context: Some(common(alpn, matchers)),
         sni: sni.to_string(),
@@ -185,17 +188,6 @@ fn sds(name: &str) -> SdsSecretConfig {
             resource_api_version: ApiVersion::V3 as i32,
             ..Default::default()
         }),
-    }
-}
-
-fn exact(name: &str) -> SubjectAltNameMatcher {
-    SubjectAltNameMatcher {
-        san_type: super::upstream_tls::san_type(name) as i32,
-        matcher: Some(StringMatcher {
-            match_pattern: Some(string_matcher::MatchPattern::Exact(name.to_string())),
-            ..Default::default()
-        }),
-        ..Default::default()
     }
 }
 

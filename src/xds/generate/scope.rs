@@ -36,6 +36,9 @@ pub(super) struct Reads {
     /// The JWT keys the control plane fetched (`crate::jwks`), which are not the model's but
     /// come with it.
     pub(super) keys: bool,
+    /// The gateways' credentials the control plane reads (`crate::credentials`): Secrets and
+    /// who may read them, which come with the model too.
+    pub(super) credentials: bool,
 }
 
 impl Reads {
@@ -45,6 +48,7 @@ impl Reads {
         endpoints: false,
         config: false,
         keys: false,
+        credentials: false,
     };
     /// The services' definitions.
     pub(super) const DEFINITIONS: Self = Self {
@@ -66,6 +70,11 @@ impl Reads {
         keys: true,
         ..Self::NOTHING
     };
+    /// The gateways' credentials.
+    pub(super) const CREDENTIALS: Self = Self {
+        credentials: true,
+        ..Self::NOTHING
+    };
 
     /// What this and `other` read.
     pub(super) const fn and(self, other: Self) -> Self {
@@ -74,6 +83,7 @@ impl Reads {
             endpoints: self.endpoints || other.endpoints,
             config: self.config || other.config,
             keys: self.keys || other.keys,
+            credentials: self.credentials || other.credentials,
         }
     }
 }
@@ -161,6 +171,8 @@ pub(super) struct Changes {
     pub(super) config: bool,
     /// True when the fetched JWT keys are another table (set by the caller, which has them).
     pub(super) keys: bool,
+    /// True when the credentials are another table (set by the caller, which has them).
+    pub(super) credentials: bool,
 }
 
 impl Changes {
@@ -199,6 +211,7 @@ impl Changes {
             || (reads.endpoints && !self.services.is_empty())
             || (reads.config && self.config)
             || (reads.keys && self.keys)
+            || (reads.credentials && self.credentials)
     }
 
     /// One key of the walk: its service before and after, where there is one.

@@ -122,6 +122,7 @@ fn a_grpc_client_after_an_endpoint_change_keeps_its_listeners_and_routes() {
                 );
             }
             TypeUrl::Cluster => assert!(changed.is_empty(), "{changed:?}"),
+            TypeUrl::Secret => assert!(after.layers().is_empty(), "a gRPC client's secrets"),
         }
     }
 }

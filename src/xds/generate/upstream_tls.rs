@@ -135,7 +135,7 @@ pub(super) fn originate(tls: &ClientTlsSettings, to: Upstream<'_>) -> Originatio
 /// written as: an IP address, a URI (`spiffe://…`), an email address, or else a DNS name
 /// (which a wildcard certificate matches). Istio's untyped matcher tries every type; a name
 /// can only ever equal a SAN of its own type, so this is the same check.
-fn san_matcher(name: &str) -> SubjectAltNameMatcher {
+pub(super) fn san_matcher(name: &str) -> SubjectAltNameMatcher {
     SubjectAltNameMatcher {
         san_type: san_type(name) as i32,
         matcher: Some(StringMatcher {

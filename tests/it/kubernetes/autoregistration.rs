@@ -8,11 +8,9 @@
 //! the agent with real Envoy share a network namespace of the test's own.
 
 use serde_json::{Value, json};
-use wayfinder_kubernetes::fake::FakeApiServer;
 
 use crate::gateway::backend_in;
 use crate::support::agent::{Agent, mutual_tls, syncz_connection};
-use crate::support::binary::Wayfinder;
 use crate::support::eventually;
 use crate::support::netns::Netns;
 use crate::tools::tools;
@@ -23,10 +21,7 @@ const WE: &str = "networking.istio.io/v1";
 async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
     let Some(tools) = tools() else { return };
     let netns = Netns::new();
-    let tcp = netns
-        .block_on(|| async { std::net::TcpListener::bind("127.0.0.1:0").expect("bind") })
-        .await;
-    let fake = FakeApiServer::start_on(tcp).await;
+    let fake = super::fake_in(&netns).await;
     let (_app, port) = backend_in(netns.command(&tools.python), &tools, "vm", &[]).await;
     fake.apply(json!({
         "apiVersion": WE, "kind": "ServiceEntry",
@@ -42,24 +37,11 @@ async fn a_vm_agent_s_entry_is_a_workload_entry_object_written_and_deleted() {
                  "template": {"ports": {"http": port}, "serviceAccount": "vm", "labels": {"app": "vm"}}},
     }));
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = fake.write_kubeconfig(dir.path(), "east");
-    let kubeconfig = kubeconfig.display().to_string();
-    let wrapper = netns.wrapper();
-    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let w = Wayfinder::start_under(
-        &wrapper,
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "--registries",
-            "Kubernetes",
-            "--config-source",
-            "k8s",
-            "--workload-entry-grace-period",
-            "3s",
-            "--debounce-after",
-            "10ms",
-        ],
+    let w = super::start_in(
+        &netns,
+        &fake,
+        dir.path(),
+        &["--workload-entry-grace-period", "3s"],
     )
     .await;
     let envoy = tools.envoy.display().to_string();

@@ -202,7 +202,7 @@ pub(crate) fn names_of(r: &DiscoveryResponse) -> Vec<String> {
 pub(crate) fn name_of(any: &wayfinder::xds::pb::protobuf::Any) -> String {
     use wayfinder::xds::pb::{
         cluster::Cluster, endpoint::ClusterLoadAssignment, listener::Listener,
-        route::RouteConfiguration,
+        route::RouteConfiguration, tls::Secret,
     };
     let bytes = any.value.as_slice();
     match TypeUrl::parse(&any.type_url) {
@@ -210,6 +210,7 @@ pub(crate) fn name_of(any: &wayfinder::xds::pb::protobuf::Any) -> String {
         Some(TypeUrl::Endpoint) => ClusterLoadAssignment::decode(bytes).map(|c| c.cluster_name),
         Some(TypeUrl::Listener) => Listener::decode(bytes).map(|l| l.name),
         Some(TypeUrl::Route) => RouteConfiguration::decode(bytes).map(|r| r.name),
+        Some(TypeUrl::Secret) => Secret::decode(bytes).map(|s| s.name),
         None => return format!("<{}>", any.type_url),
     }
     .unwrap_or_else(|e| format!("<undecodable: {e}>"))

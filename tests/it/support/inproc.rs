@@ -70,6 +70,7 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         jwks: Default::default(),
         debug_token: None,
         auto_registration: None,
+        secret_stores: Vec::new(),
         limits,
         http_header_read_timeout: Duration::from_secs(10),
     })

@@ -10,9 +10,6 @@ use crate::{Gateway, Server, ServerTlsMode, ServerTlsSettings};
 const PROTOCOLS: [&str; 8] = [
     "HTTP", "HTTPS", "GRPC", "GRPC-WEB", "HTTP2", "MONGO", "TCP", "TLS",
 ];
-/// Why `credentialName(s)` is refused.
-const NO_SECRET_STORE: &str =
-    "not supported yet: wayfinder has no secret store; use serverCertificate and privateKey";
 /// TLS versions of `minProtocolVersion` and `maxProtocolVersion`, oldest first.
 const TLS_VERSIONS: [&str; 5] = ["TLS_AUTO", "TLSV1_0", "TLSV1_1", "TLSV1_2", "TLSV1_3"];
 
@@ -127,7 +124,8 @@ fn check_tls(p: &mut Problems, path: &str, t: &ServerTlsSettings, family: Family
     let has_certs = !t.server_certificate.is_empty()
         || !t.private_key.is_empty()
         || !t.ca_certificates.is_empty()
-        || !t.credential_name.is_empty();
+        || !t.credential_name.is_empty()
+        || !t.credential_names.is_empty();
     if t.https_redirect && family != Family::PlainHttp {
         // Istio warns only: old examples set it on HTTPS servers, where it never applied.
         p.warn(
@@ -156,7 +154,7 @@ fn check_tls(p: &mut Problems, path: &str, t: &ServerTlsSettings, family: Family
         ServerTlsMode::IstioMutual if has_certs => p.error(
             path,
             "ISTIO_MUTUAL uses the gateway's mesh certificate: serverCertificate, privateKey, \
-             caCertificates and credentialName cannot be given with it",
+             caCertificates, credentialName and credentialNames cannot be given with it",
         ),
         ServerTlsMode::IstioMutual => {}
         ServerTlsMode::Passthrough if has_certs => p.warn(
@@ -171,28 +169,68 @@ fn check_tls(p: &mut Problems, path: &str, t: &ServerTlsSettings, family: Family
     check_versions(p, path, t);
 }
 
-/// SIMPLE, MUTUAL and OPTIONAL_MUTUAL terminate TLS with certificate files.
+/// SIMPLE, MUTUAL and OPTIONAL_MUTUAL terminate TLS with certificate files, or with the
+/// Kubernetes Secrets `credentialName(s)` name, which the control plane serves (Istio's
+/// `validateTLSOptions`).
 fn check_terminating(p: &mut Problems, path: &str, t: &ServerTlsSettings, mode: ServerTlsMode) {
-    if !t.credential_name.is_empty() {
-        p.error(format!("{path}.credentialName"), NO_SECRET_STORE);
-    }
-    if !t.credential_names.is_empty() {
-        p.error(format!("{path}.credentialNames"), NO_SECRET_STORE);
-    }
     if !t.tls_certificates.is_empty() {
         p.ignored(format!("{path}.tlsCertificates"));
     }
-    if t.credential_name.is_empty() && t.credential_names.is_empty() {
-        for (field, value) in [
-            ("serverCertificate", &t.server_certificate),
-            ("privateKey", &t.private_key),
-        ] {
-            if value.trim().is_empty() {
-                p.error(
+    let files = !t.server_certificate.is_empty() && !t.private_key.is_empty();
+    let sources = [
+        files,
+        !t.credential_name.is_empty(),
+        !t.credential_names.is_empty(),
+    ];
+    if sources.iter().filter(|s| **s).count() > 1 {
+        p.error(
+            path,
+            "only one of credentialName, credentialNames and serverCertificate/privateKey may be \
+             given",
+        );
+    }
+    let names = std::iter::once(("credentialName".to_owned(), &t.credential_name))
+        .filter(|(_, n)| !n.is_empty())
+        .chain(
+            t.credential_names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (format!("credentialNames[{i}]"), n)),
+        );
+    for (field, name) in names {
+        if let Err(why) = check_credential(name) {
+            p.error(format!("{path}.{field}"), why);
+        }
+    }
+    if t.credential_names.len() > 2 {
+        p.error(
+            format!("{path}.credentialNames"),
+            "at most 2 credentials (one RSA, one ECDSA), as Istio's CRD allows",
+        );
+    }
+    if !t.credential_name.is_empty() || !t.credential_names.is_empty() {
+        // As Istio: the credential holds all of it, and the files are not read.
+        for (field, value) in [("caCertificates", &t.ca_certificates), ("caCrl", &t.ca_crl)] {
+            if !value.is_empty() {
+                p.warn(
                     format!("{path}.{field}"),
-                    "is required to terminate TLS (a file path)",
+                    "is ignored with credentialName: the CA certificate and CRL come from the \
+                     Secret (NAME-cacert, or the keys cacert/ca.crt and crl/ca.crl)",
                 );
             }
+        }
+        return;
+    }
+    for (field, value) in [
+        ("serverCertificate", &t.server_certificate),
+        ("privateKey", &t.private_key),
+    ] {
+        if value.trim().is_empty() {
+            p.error(
+                format!("{path}.{field}"),
+                "is required to terminate TLS (a file path), unless credentialName names a \
+                 Secret",
+            );
         }
     }
     if mode != ServerTlsMode::Simple && t.ca_certificates.trim().is_empty() {
@@ -207,6 +245,32 @@ fn check_terminating(p: &mut Problems, path: &str, t: &ServerTlsSettings, mode: 
             "a CRL applies to client certificates: use MUTUAL",
         );
     }
+}
+
+/// A credential wayfinder can serve: a Secret's name, or `kubernetes://[NAMESPACE/]NAME`.
+/// Istio's other kinds of names (`builtin://`, `sds://`, `configmap://`,
+/// `kubernetes-gateway://`) are refused: wayfinder serves Kubernetes Secrets only.
+fn check_credential(name: &str) -> Result<(), String> {
+    use crate::credentials::KUBERNETES_PREFIX;
+    let (bare, kind) = match name.split_once("://") {
+        None => (name, None),
+        Some((_, rest)) if name.starts_with(KUBERNETES_PREFIX) => (rest, None),
+        Some((kind, _)) => (name, Some(kind)),
+    };
+    if let Some(kind) = kind {
+        return Err(format!(
+            "{kind}:// credentials are not supported: wayfinder serves Kubernetes Secrets \
+             (NAME or {KUBERNETES_PREFIX}NAME)"
+        ));
+    }
+    let parts: Vec<&str> = bare.split('/').collect();
+    if parts.len() > 2 || parts.iter().any(|p| p.is_empty()) {
+        return Err(format!(
+            "{name:?} is not a Secret: NAME, {KUBERNETES_PREFIX}NAME or \
+             {KUBERNETES_PREFIX}NAMESPACE/NAME"
+        ));
+    }
+    Ok(())
 }
 
 fn check_versions(p: &mut Problems, path: &str, t: &ServerTlsSettings) {

@@ -31,7 +31,7 @@ enum Rebuilt {
 use Rebuilt::{All, No, Part};
 
 /// The scopes, in the columns' order below.
-const SCOPES: [&str; 9] = [
+const SCOPES: [&str; 10] = [
     "sidecar_services",
     "grpc_services",
     "outbound",
@@ -41,6 +41,7 @@ const SCOPES: [&str; 9] = [
     "gateways",
     "routes",
     "inbound",
+    "secrets",
 ];
 
 /// A change to the model: the next model after one.
@@ -49,31 +50,31 @@ type Change = fn(&Snapshot) -> Snapshot;
 /// Each kind of change, and what it rebuilds, by scope in the order of `SCOPES`. Per-service
 /// scopes read their service and the configuration; `outbound` and `grpc_scopes` read
 /// everything; `grpc_routing`, `listeners`, `gateways` and `routes` everything but endpoints;
-/// `inbound` nothing but its key.
+/// `inbound` nothing but its key; `secrets` nothing of the model (only the credentials).
 #[rustfmt::skip]
-const CASES: [(&str, Change, [Rebuilt; 9]); 11] = [
+const CASES: [(&str, Change, [Rebuilt; 10]); 11] = [
     // Columns: sidecar_services, grpc_services, outbound, grpc_scopes, grpc_routing,
-    // listeners, gateways, routes, inbound.
-    ("nothing",             unchanged,         [No,   No,   No,  No,  No,  No,  No,  No,  No]),
-    ("endpoints of svc-1",  endpoints,         [Part, Part, All, All, No,  No,  No,  No,  No]),
-    ("definition of svc-2", definition,        [Part, Part, All, All, All, All, All, All, No]),
-    ("svc-3 added",         added,             [No,   No,   All, All, All, All, All, All, No]),
-    ("svc-2 removed",       removed,           [No,   No,   All, All, All, All, All, All, No]),
-    ("a VirtualService",    virtual_service,   [All,  All,  All, All, All, All, All, All, No]),
-    ("a DestinationRule",   destination_rule,  [All,  All,  All, All, All, All, All, All, No]),
-    ("a Gateway",           gateway,           [All,  All,  All, All, All, All, All, All, No]),
-    ("a Sidecar",           scoping,           [All,  All,  All, All, All, All, All, All, No]),
+    // listeners, gateways, routes, inbound, secrets.
+    ("nothing",             unchanged,         [No,   No,   No,  No,  No,  No,  No,  No,  No, No]),
+    ("endpoints of svc-1",  endpoints,         [Part, Part, All, All, No,  No,  No,  No,  No, No]),
+    ("definition of svc-2", definition,        [Part, Part, All, All, All, All, All, All, No, No]),
+    ("svc-3 added",         added,             [No,   No,   All, All, All, All, All, All, No, No]),
+    ("svc-2 removed",       removed,           [No,   No,   All, All, All, All, All, All, No, No]),
+    ("a VirtualService",    virtual_service,   [All,  All,  All, All, All, All, All, All, No, No]),
+    ("a DestinationRule",   destination_rule,  [All,  All,  All, All, All, All, All, All, No, No]),
+    ("a Gateway",           gateway,           [All,  All,  All, All, All, All, All, All, No, No]),
+    ("a Sidecar",           scoping,           [All,  All,  All, All, All, All, All, All, No, No]),
     // The mesh sidecar's inbound key holds its PeerAuthentication mode: its layers are made
     // for a new key, none rebuilt; the plaintext sidecar's are carried.
-    ("a PeerAuthentication", peer_authentication, [All, All, All, All, All, All, All, All, No]),
+    ("a PeerAuthentication", peer_authentication, [All, All, All, All, All, All, All, All, No, No]),
     // The scoped sidecar's inbound key holds its AuthorizationPolicy: made for a new key,
     // the other sidecars' carried.
-    ("an AuthorizationPolicy", authorization_policy, [All, All, All, All, All, All, All, All, No]),
+    ("an AuthorizationPolicy", authorization_policy, [All, All, All, All, All, All, All, All, No, No]),
 ];
 
 #[test]
 fn each_change_rebuilds_exactly_the_scopes_that_read_it_and_serves_what_a_fresh_snapshot_does() {
-    let first = XdsSnapshot::new(Arc::new(base()), DOMAIN);
+    let first = XdsSnapshot::new(Arc::new(base()), DOMAIN).with_inputs(inputs("a"));
     serve(&first);
     for (case, change, expected) in CASES {
         let next = XdsSnapshot::next(Arc::new(change(first.model())), DOMAIN, &first);
@@ -97,7 +98,7 @@ fn each_change_rebuilds_exactly_the_scopes_that_read_it_and_serves_what_a_fresh_
             };
             assert_eq!(got, expected, "{case}: {scope} {r:?}");
         }
-        let fresh = XdsSnapshot::new(next.model().clone(), DOMAIN);
+        let fresh = XdsSnapshot::new(next.model().clone(), DOMAIN).with_inputs(next.inputs());
         for ((what, got), (_, want)) in served.iter().zip(&serve(&fresh)) {
             // Not `assert_eq!`: its message would be every resource's bytes.
             assert!(
@@ -112,7 +113,7 @@ fn each_change_rebuilds_exactly_the_scopes_that_read_it_and_serves_what_a_fresh_
 /// else: a sidecar's inbound side keys on its own keys, and these sidecars have none.
 #[test]
 fn new_jwt_keys_rebuild_only_the_gateways() {
-    let first = XdsSnapshot::new(Arc::new(base()), DOMAIN);
+    let first = XdsSnapshot::new(Arc::new(base()), DOMAIN).with_inputs(inputs("a"));
     serve(&first);
     let keys = Arc::new(crate::jwks::JwksTable::new());
     let next = XdsSnapshot::next_with_keys(first.model().clone(), DOMAIN, &first, keys);
@@ -121,6 +122,67 @@ fn new_jwt_keys_rebuild_only_the_gateways() {
     for (scope, r) in reuse {
         let rebuilt = r.rebuilt > 0;
         assert_eq!(rebuilt, scope == "gateways", "{scope}: {r:?}");
+    }
+}
+
+/// New credentials with the same model rebuild the secrets and nothing else, and the
+/// gateway is served the new certificate.
+#[test]
+fn new_credentials_rebuild_only_the_secrets() {
+    let first = XdsSnapshot::new(Arc::new(base()), DOMAIN).with_inputs(inputs("a"));
+    let before = serve(&first);
+    let keys = first.keys().clone();
+    let credentials = inputs("b").credentials;
+    let next = XdsSnapshot::next_with(
+        first.model().clone(),
+        DOMAIN,
+        &first,
+        crate::xds::Inputs {
+            jwks: keys,
+            credentials,
+        },
+    );
+    let after = serve(&next);
+    let reuse = next.reuse_since(&first);
+    for (scope, r) in reuse {
+        let rebuilt = r.rebuilt > 0;
+        assert_eq!(rebuilt, scope == "secrets", "{scope}: {r:?}");
+    }
+    let changed: Vec<&String> = before
+        .iter()
+        .zip(&after)
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((what, _), _)| what)
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            "sidecar~10.0.0.1~app.default~default.svc.cluster.local sds",
+            "router~10.0.0.3~ingress.default~default.svc.cluster.local sds",
+        ],
+        "the proxies with a certificate, and nothing but their secrets"
+    );
+}
+
+/// The secret every proxy asks for (a gateway's credential).
+const CREDENTIAL: &str = "kubernetes://ingress-cert";
+
+/// Credentials where `default/app` (the identity of the proxies with a certificate) may read
+/// the Secret `default/ingress-cert`, whose certificate is `version`.
+fn inputs(version: &str) -> crate::xds::Inputs {
+    let secret = wayfinder_config::credentials::Secret::new(
+        "default",
+        "ingress-cert",
+        [
+            ("tls.crt", format!("cert {version}").into_bytes()),
+            ("tls.key", b"key".to_vec()),
+        ],
+    );
+    let table =
+        crate::credentials::Credentials::fixed("Kubernetes", vec![secret], &[("default", "app")]);
+    crate::xds::Inputs {
+        credentials: Arc::new(table),
+        ..Default::default()
     }
 }
 
@@ -134,6 +196,7 @@ impl XdsSnapshot {
             domain: _,
             mesh: _,
             jwks: _,
+            credentials: _,
             published: _,
             sidecar_services,
             grpc_services,
@@ -144,6 +207,7 @@ impl XdsSnapshot {
             gateways,
             routes,
             inbound,
+            secrets,
             instances: _,
         } = self;
         [
@@ -168,6 +232,7 @@ impl XdsSnapshot {
             (gateways.name(), gateways.reuse_since(&previous.gateways)),
             (routes.name(), routes.reuse_since(&previous.routes)),
             (inbound.name(), inbound.reuse_since(&previous.inbound)),
+            (secrets.name(), secrets.reuse_since(&previous.secrets)),
         ]
         .into()
     }
@@ -182,17 +247,23 @@ fn serve(snap: &XdsSnapshot) -> Vec<(String, Vec<Resource>)> {
     ]
     .into();
     let none = BTreeSet::new();
+    let credential: BTreeSet<Arc<str>> = [CREDENTIAL.into()].into();
     let mut out = Vec::new();
     for proxy in proxies() {
-        let requested = if proxy.kind == ProxyKind::Grpc {
-            &grpc_names
-        } else {
-            &none
-        };
         for t in TypeUrl::PUSH_ORDER {
+            let requested = match (proxy.kind, t) {
+                (ProxyKind::Grpc, _) => &grpc_names,
+                (_, TypeUrl::Secret) => &credential,
+                _ => &none,
+            };
             let resources = snap.resources(&proxy, t, requested);
             let list: Vec<Resource> = resources.iter().map(|r| (**r).clone()).collect();
-            assert!(!list.is_empty() || t == TypeUrl::Route, "{proxy} {t}");
+            // Only a proxy with a certificate is served secrets.
+            let secret = t == TypeUrl::Secret && proxy.certificate.is_none();
+            assert!(
+                !list.is_empty() || t == TypeUrl::Route || secret,
+                "{proxy} {t}"
+            );
             out.push((format!("{proxy} {t}"), list));
         }
     }
@@ -214,6 +285,7 @@ fn proxies() -> [Proxy; 5] {
             "spiffe://cluster.local/ns/default/sa/app".into(),
             "2030-01-01T00:00:00Z".into(),
         )),
+        service_account: Some("app".into()),
         ..proxy
     };
     [

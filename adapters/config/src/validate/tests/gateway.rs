@@ -106,13 +106,42 @@ fn tls_settings() {
             &format!("{{{HTTPS}, tls: {{mode: SIMPLE}}}}"),
             &[".tls.serverCertificate", ".tls.privateKey"],
         ),
+        // Credentials: a Secret's name, the only source of the certificate.
         (
             &format!("{{{HTTPS}, tls: {{mode: SIMPLE, credentialName: www-cert}}}}"),
-            &[".tls.credentialName"],
+            &[],
         ),
         (
-            &format!("{{{HTTPS}, tls: {{mode: SIMPLE, credentialNames: [a, b]}}}}"),
+            &format!("{{{HTTPS}, tls: {{mode: MUTUAL, credentialName: kubernetes://www-cert}}}}"),
+            &[],
+        ),
+        (
+            &format!("{{{HTTPS}, tls: {{mode: OPTIONAL_MUTUAL, credentialNames: [rsa, ecdsa]}}}}"),
+            &[],
+        ),
+        (
+            &format!("{{{HTTPS}, tls: {{mode: SIMPLE, credentialNames: [a, b, c]}}}}"),
             &[".tls.credentialNames"],
+        ),
+        (
+            &format!(
+                "{{{HTTPS}, tls: {{mode: SIMPLE, credentialName: a, serverCertificate: /c, privateKey: /k}}}}"
+            ),
+            &[".tls"],
+        ),
+        (
+            &format!("{{{HTTPS}, tls: {{mode: SIMPLE, credentialName: a, credentialNames: [b]}}}}"),
+            &[".tls"],
+        ),
+        (
+            &format!(
+                "{{{HTTPS}, tls: {{mode: SIMPLE, credentialNames: [sds://x, kubernetes://a/b/c]}}}}"
+            ),
+            &[".tls.credentialNames[0]", ".tls.credentialNames[1]"],
+        ),
+        (
+            &format!("{{{HTTPS}, tls: {{mode: ISTIO_MUTUAL, credentialNames: [a]}}}}"),
+            &[".tls"],
         ),
         (
             &format!("{{{HTTPS}, tls: {{mode: MUTUAL, serverCertificate: /c, privateKey: /k}}}}"),
@@ -176,6 +205,9 @@ servers:
 - port: {number: 8443, name: tls, protocol: TLS}
   hosts: [b.example.com]
   tls: {mode: PASSTHROUGH, serverCertificate: /c.pem}
+- port: {number: 9443, name: creds, protocol: HTTPS}
+  hosts: [c.example.com]
+  tls: {mode: MUTUAL, credentialName: c-cert, caCertificates: /ca.pem, caCrl: /crl.pem}
 "#);
     assert_warnings(
         &o,
@@ -184,6 +216,8 @@ servers:
             "spec.servers[0].tls.httpsRedirect",
             "spec.servers[0].tls.tlsCertificates",
             "spec.servers[1].tls",
+            "spec.servers[2].tls.caCertificates",
+            "spec.servers[2].tls.caCrl",
         ],
     );
 }
