@@ -101,6 +101,7 @@ pub fn merge(
             merge_port(&mut service.ports, &mut port_owner, id, port, &mut conflict);
         }
         push_unique(&mut service.addresses, &s.addresses);
+        push_unique(&mut service.address_ranges, &s.address_ranges);
         push_unique(&mut service.service_accounts, &s.service_accounts);
         for (k, v) in &s.labels {
             match service.labels.get(k) {

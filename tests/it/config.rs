@@ -1,5 +1,6 @@
 //! Traffic configuration from `--config-dir`: loading, bad input, `wayfinder validate`.
 
+mod corpus;
 mod refused;
 
 use std::process::Command;

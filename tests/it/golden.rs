@@ -31,7 +31,7 @@ fn configured() -> XdsSnapshot {
         .expect("a valid mesh");
     assert_eq!(
         model.config.objects.len(),
-        14,
+        15,
         "every object of config.yaml passed validation"
     );
     XdsSnapshot::new(Arc::new(model), "cluster.local")

@@ -263,7 +263,7 @@ async fn sidecars_speak_mutual_tls_as_peer_authentication_says_and_rotate_certif
 /// Istio's east-west gateway, as its multicluster sample exposes services: a TLS server on
 /// 15443 that passes mesh mTLS through by SNI (`AUTO_PASSTHROUGH`), selecting
 /// `istio: eastwestgateway`, in the namespace `default`.
-const EASTWEST: &str = "multicluster_expose-services.yaml";
+const EASTWEST: &str = "corpus/other/multicluster_expose-services.yaml";
 
 /// Through the east-west gateway at 127.0.0.1:15443.
 async fn through_gateway(mesh: &Mesh, dir: &Path, sni: &str) -> String {
@@ -277,7 +277,7 @@ async fn an_east_west_gateway_passes_mesh_mtls_through_by_istio_s_sni() {
         tools,
         &[
             ("peer.yaml", &peer_authentication("STRICT")),
-            (EASTWEST, &istio_file(EASTWEST)),
+            ("expose-services.yaml", &istio_file(EASTWEST)),
         ],
     )
     .await;

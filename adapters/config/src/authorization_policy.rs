@@ -159,16 +159,32 @@ pub struct Source {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_trust_domains: Vec<String>,
     /// Addresses or CIDR ranges of the connection's peer.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::go_yaml::strings"
+    )]
     pub ip_blocks: Vec<String>,
     /// Excluded peer addresses.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::go_yaml::strings"
+    )]
     pub not_ip_blocks: Vec<String>,
     /// Addresses or CIDR ranges of the original client (`X-Forwarded-For`, PROXY protocol).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::go_yaml::strings"
+    )]
     pub remote_ip_blocks: Vec<String>,
     /// Excluded original client addresses.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::go_yaml::strings"
+    )]
     pub not_remote_ip_blocks: Vec<String>,
 }
 

@@ -10,6 +10,13 @@
 //! As in Istio (`getTLSModeFromWorkloadEntry`), a workload entry (or inline endpoint) with a
 //! `serviceAccount` and no `security.istio.io/tlsMode` label runs a sidecar that speaks mesh
 //! mTLS: its endpoint gets the label `security.istio.io/tlsMode: istio`, which auto mTLS reads.
+//!
+//! Before mapping, an object meets the rules of Istio's CRDs (`checks`), which the API server
+//! enforces for istiod, with their messages. A ServiceEntry's address may be a CIDR range (for
+//! `NONE` and `STATIC` resolution): a `/32` or `/128` is one address, a wider one an address
+//! range of the service. A WorkloadEntry that names a `network` may have no address (Istio
+//! reaches it through that network's gateway): it is valid, and is no endpoint of any service
+//! here until wayfinder serves multi-network meshes.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -54,6 +61,8 @@ pub(crate) struct Workload {
     pub(crate) namespace: Arc<str>,
     /// The endpoint; its labels are the ones selectors match.
     pub(crate) endpoint: Endpoint,
+    /// False for an entry with only a network and no address: no selector picks it.
+    pub(crate) reachable: bool,
 }
 
 /// Why an object (or a service composed of several) is refused: where, which object, which
@@ -95,16 +104,14 @@ pub(crate) fn service_entry(
     if spec.hosts.is_empty() {
         return Err(fail("spec.hosts", "at least one host is required".into()));
     }
-    if !spec.endpoints.is_empty() && spec.workload_selector.is_some() {
-        return Err(fail(
-            "spec.workloadSelector",
-            "an entry may have endpoints or a workloadSelector, not both".into(),
-        ));
-    }
+    checks::service_entry(spec).map_err(|(field, message)| fail(&field, message))?;
     let mut addresses = Vec::with_capacity(spec.addresses.len());
+    let mut address_ranges = Vec::new();
     for (i, address) in spec.addresses.iter().enumerate() {
-        addresses
-            .push(parse_address(address).map_err(|m| fail(&format!("spec.addresses[{i}]"), m))?);
+        match parse_address(address).map_err(|m| fail(&format!("spec.addresses[{i}]"), m))? {
+            Address::One(ip) => addresses.push(ip),
+            Address::Range(range) => address_ranges.push(range),
+        }
     }
     let resolution = match spec.resolution {
         ResolutionSpec::Static => Resolution::ClientSideLb,
@@ -116,6 +123,7 @@ pub(crate) fn service_entry(
         namespace: namespace.into(),
         ports: spec.ports.iter().map(port).collect(),
         addresses,
+        address_ranges,
         resolution,
         labels: labels(object.metadata.labels.iter().flatten()),
         service_accounts: spec
@@ -127,7 +135,13 @@ pub(crate) fn service_entry(
         export_to: ExportTo(spec.export_to.iter().map(|s| s.as_str().into()).collect()),
         ..Service::default()
     };
-    let inline: Vec<Endpoint> = spec.endpoints.iter().map(endpoint).collect();
+    // Inline endpoints without an address (only a network) are not reachable here.
+    let inline: Vec<Endpoint> = spec
+        .endpoints
+        .iter()
+        .filter(|e| !e.address.is_empty())
+        .map(endpoint)
+        .collect();
     let dns = matches!(resolution, Resolution::Dns | Resolution::DnsRoundRobin);
     let mut registrations = Vec::with_capacity(spec.hosts.len());
     for (i, host) in spec.hosts.iter().enumerate() {
@@ -176,15 +190,7 @@ pub(crate) fn workload_entry(
     if object.metadata.name.is_empty() {
         return Err(fail("metadata.name", "must not be empty"));
     }
-    if object.spec.address.is_empty() {
-        return Err(fail("spec.address", "must not be empty"));
-    }
-    if let Some((port, _)) = object.spec.ports.iter().find(|(_, n)| **n == 0) {
-        return Err(fail(
-            &format!("spec.ports.{port}"),
-            "port 0 is not a valid port",
-        ));
-    }
+    checks::workload_entry(&object.spec).map_err(|(field, message)| fail(&field, &message))?;
     let mut endpoint = endpoint(&object.spec);
     // Istio's health condition, which auto-registration sets from the proxy's reports.
     if object.condition_false("Healthy") {
@@ -195,6 +201,7 @@ pub(crate) fn workload_entry(
         origin: origin.clone(),
         name,
         namespace: namespace.into(),
+        reachable: !object.spec.address.is_empty(),
         endpoint,
     })
 }
@@ -215,12 +222,13 @@ fn protocol(port: &PortSpec) -> Protocol {
     }
 }
 
+/// A port `checks` found in range.
 fn port(spec: &PortSpec) -> Port {
     Port {
         name: spec.name.as_str().into(),
-        number: spec.number,
+        number: u16::try_from(spec.number).unwrap_or_default(),
         protocol: protocol(spec),
-        target_port: spec.target_port,
+        target_port: spec.target_port.and_then(|t| u16::try_from(t).ok()),
     }
 }
 
@@ -230,7 +238,7 @@ fn endpoint(spec: &WorkloadEntrySpec) -> Endpoint {
     endpoint.ports = spec
         .ports
         .iter()
-        .map(|(name, number)| (name.as_str().into(), *number))
+        .filter_map(|(name, number)| Some((name.as_str().into(), u16::try_from(*number).ok()?)))
         .collect();
     endpoint.labels = labels(&spec.labels);
     if spec
@@ -260,13 +268,30 @@ fn labels<'a>(map: impl IntoIterator<Item = (&'a String, &'a String)>) -> Labels
         .collect()
 }
 
-fn parse_address(address: &str) -> Result<std::net::IpAddr, String> {
-    if address.contains('/') {
-        return Err(format!("{address:?}: CIDR addresses are not supported yet"));
+/// A ServiceEntry address: one IP, or a range of them.
+enum Address {
+    One(IpAddr),
+    Range(ipnet::IpNet),
+}
+
+/// An IP address, or a CIDR range (host bits are dropped, as Go's `ParseCIDR` does); a range of
+/// one address is that address.
+fn parse_address(address: &str) -> Result<Address, String> {
+    if !address.contains('/') {
+        return address
+            .parse::<IpAddr>()
+            .map(Address::One)
+            .map_err(|_| format!("{address:?} is not an IP address"));
     }
-    address
-        .parse::<IpAddr>()
-        .map_err(|_| format!("{address:?} is not an IP address"))
+    let range = address
+        .parse::<ipnet::IpNet>()
+        .map_err(|_| format!("{address:?} is not a CIDR range"))?
+        .trunc();
+    Ok(if range.prefix_len() == range.max_prefix_len() {
+        Address::One(range.addr())
+    } else {
+        Address::Range(range)
+    })
 }
 
 /// The spec field a validation error is about, in the terms of the ServiceEntry.
@@ -289,6 +314,8 @@ fn invalid(origin: &Origin, object: &str, field: &str, message: String) -> Objec
         message,
     }
 }
+
+mod checks;
 
 #[cfg(test)]
 mod tests;

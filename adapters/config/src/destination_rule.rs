@@ -105,9 +105,24 @@ pub struct LoadBalancerSettings {
     /// Slow start, in seconds form (deprecated by `warmup`).
     #[serde(default)]
     pub warmup_duration_secs: Option<Duration>,
-    /// Slow start (not supported yet).
+    /// Slow start: new endpoints get a growing share of traffic over `duration`.
     #[serde(default)]
-    pub warmup: Option<Opaque>,
+    pub warmup: Option<Warmup>,
+}
+
+/// Slow start of new endpoints (Istio's `WarmupConfiguration`, Envoy's slow start).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Warmup {
+    /// How long an endpoint warms up (required).
+    #[serde(default)]
+    pub duration: Option<Duration>,
+    /// The share of its weight an endpoint starts with, in percent (default 10).
+    #[serde(default)]
+    pub minimum_percent: Option<f64>,
+    /// How traffic grows over the duration: 1 is linear (the default), more is faster late.
+    #[serde(default)]
+    pub aggression: Option<f64>,
 }
 
 /// Simple load-balancing algorithms.

@@ -123,7 +123,7 @@ impl Metadata {
 pub(crate) struct ServiceEntrySpec {
     #[serde(default)]
     pub(crate) hosts: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::go_yaml::strings")]
     pub(crate) addresses: Vec<String>,
     #[serde(default)]
     pub(crate) ports: Vec<PortSpec>,
@@ -145,13 +145,14 @@ pub(crate) struct ServiceEntrySpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PortSpec {
-    pub(crate) number: u16,
+    /// Read wide, so that an out-of-range number is refused with Istio's message.
+    pub(crate) number: u32,
     #[serde(default)]
     pub(crate) name: String,
     #[serde(default)]
     pub(crate) protocol: Option<String>,
     #[serde(default)]
-    pub(crate) target_port: Option<u16>,
+    pub(crate) target_port: Option<u32>,
 }
 
 /// `ServiceEntry.spec.location`.
@@ -193,8 +194,9 @@ pub(crate) struct WorkloadSelectorSpec {
 pub(crate) struct WorkloadEntrySpec {
     #[serde(default)]
     pub(crate) address: String,
+    /// Read wide, so that an out-of-range number is refused with Istio's message.
     #[serde(default)]
-    pub(crate) ports: BTreeMap<String, u16>,
+    pub(crate) ports: BTreeMap<String, u32>,
     #[serde(default)]
     pub(crate) labels: BTreeMap<String, String>,
     #[serde(default)]

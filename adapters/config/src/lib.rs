@@ -60,6 +60,7 @@ mod destination_rule;
 mod fields;
 mod fit;
 mod gateway;
+mod go_yaml;
 mod health;
 mod istio;
 mod istio_fields;

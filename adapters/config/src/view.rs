@@ -135,7 +135,7 @@ pub(crate) fn diff(old: &View, new: &View) -> Option<Event> {
 fn select<'a>(workloads: &[&'a Workload], namespace: &str, selector: &Labels) -> Vec<&'a Workload> {
     workloads
         .iter()
-        .filter(|w| &*w.namespace == namespace)
+        .filter(|w| &*w.namespace == namespace && w.reachable)
         .filter(|w| {
             selector
                 .iter()

@@ -55,6 +55,10 @@ pub struct Service {
     pub ports: Vec<Port>,
     /// Virtual IPs clients may dial (a Kubernetes cluster IP, a ServiceEntry's addresses).
     pub addresses: Vec<IpAddr>,
+    /// Ranges of addresses clients may dial (a ServiceEntry's CIDR addresses; a `/32` or
+    /// `/128` is one of `addresses` instead): TCP traffic to any of them is the service's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub address_ranges: Vec<ipnet::IpNet>,
     /// How clients find the endpoints.
     pub resolution: Resolution,
     /// Labels of the service itself.

@@ -100,7 +100,8 @@ impl Registration {
 }
 
 /// A hostname is DNS labels of letters, digits, `-` and `_`, at most 253 characters, with an
-/// optional leading `*` label for wildcard hosts (`*.example.com`).
+/// optional leading `*` for wildcard hosts: a whole first label (`*.example.com`) or its start
+/// (`*x`, `*-api.example.com`, which Istio's ServiceEntries allow: hosts ending as it does).
 fn check_hostname(host: &str) -> Result<(), String> {
     if host.is_empty() {
         return Err("must not be empty".into());
@@ -109,14 +110,19 @@ fn check_hostname(host: &str) -> Result<(), String> {
         return Err(format!("{host:?} is longer than 253 characters"));
     }
     for (i, label) in host.split('.').enumerate() {
-        let ok = (i == 0 && label == "*")
-            || (!label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                && !label.starts_with('-')
-                && !label.ends_with('-'));
+        let label = match label.strip_prefix('*') {
+            Some("") if i == 0 => continue,
+            // Istio's wildcard label: `*`, `*x…` or `*-x…`.
+            Some(rest) if i == 0 => rest.strip_prefix('-').unwrap_or(rest),
+            _ => label,
+        };
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
         if !ok {
             return Err(format!(
                 "{host:?} is not a valid hostname (label {label:?})"
@@ -143,8 +149,14 @@ mod tests {
             Protocol::Http,
         );
         assert_eq!(reg(svc, vec![Endpoint::new("10.0.0.1")]).validate(), Ok(()));
-        let wildcard = Service::new("*.example.com", "default");
-        assert_eq!(reg(wildcard, vec![]).validate(), Ok(()));
+        for wildcard in ["*.example.com", "*x", "*-api.example.com", "*"] {
+            let svc = Service::new(wildcard, "default");
+            assert_eq!(reg(svc, vec![]).validate(), Ok(()), "{wildcard}");
+        }
+        for bad in ["a.*.example.com", "**.example.com", "*.", "x*"] {
+            let svc = Service::new(bad, "default");
+            assert!(reg(svc, vec![]).validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -54,7 +54,10 @@ fn every_kind_of_problem_is_listed_where_it_is() {
         &format!(
             "{SE}---\n{}",
             SE.replace("{name: payments}", "{name: bad, namespace: shop}")
-                .replace("resolution: DNS", "addresses: [10.0.0.0/8]")
+                .replace(
+                    "resolution: DNS",
+                    "resolution: DNS\n  addresses: [10.0.0.0/8]"
+                )
         ),
     );
     write(

@@ -309,7 +309,7 @@ async fn files_broken_at_start_are_reported_after_the_reset() {
     );
     save(
         &dir.path().join("bad.yaml"),
-        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: bad}\nspec: {hosts: [bad.example.com], addresses: [10.0.0.0/8]}\n",
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: bad}\nspec: {hosts: [bad.example.com], addresses: [10.0.0.0/8], resolution: DNS}\n",
     );
     let (mut stream, _shutdown) = watch(vec![dir.path().into()]);
     let state = reset(&mut stream).await;
@@ -318,7 +318,7 @@ async fn files_broken_at_start_are_reported_after_the_reset() {
         Err(RegistryError::Invalid { origin, detail }) => {
             assert!(origin.contains("bad.yaml: document 1 (line 1)"), "{origin}");
             assert!(
-                detail.contains("CIDR addresses are not supported yet"),
+                detail.contains("CIDR addresses are allowed only for NONE/STATIC resolution types"),
                 "{detail}"
             );
         }

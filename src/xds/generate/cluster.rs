@@ -177,6 +177,8 @@ fn one(
         _ if policy.passthrough() => {
             cluster.cluster_discovery_type = discovery(DiscoveryType::OriginalDst);
             cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+            // The original destination is the only choice: no slow start or hashing config.
+            cluster.lb_config = None;
         }
         Resolution::ClientSideLb => {
             cluster.cluster_discovery_type = discovery(DiscoveryType::Eds);
@@ -219,6 +221,7 @@ fn one(
         Resolution::Passthrough => {
             cluster.cluster_discovery_type = discovery(DiscoveryType::OriginalDst);
             cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+            cluster.lb_config = None;
         }
     }
     (Resource::encode(name, &cluster), cla)

@@ -7,7 +7,7 @@ use super::proto::{ads, any, bool_value, socket_address, u32_value};
 use super::route::Destinations;
 use crate::snapshot::MergedService;
 use crate::xds::names;
-use crate::xds::pb::core::TrafficDirection;
+use crate::xds::pb::core::{CidrRange, TrafficDirection};
 use crate::xds::pb::hcm::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
@@ -103,11 +103,13 @@ struct Opaque {
     chains: Vec<FilterChain>,
 }
 
-/// The filter chains of one service port on its listeners (`<vip>_<port>` per VIP, else
-/// `<addr>_<port>`). TCP: one chain to the service, or to the destinations of the first
-/// VirtualService `tcp` rule for the port; a second TCP service on the same listener is left
-/// out (Envoy cannot tell them apart). TLS and HTTPS: chains matched by SNI (the service's
-/// host, or the `sniHosts` of VirtualService `tls` rules), so services share the listener.
+/// The filter chains of one service port on its listeners (`<vip>_<port>` per VIP; for each
+/// address range, `<addr>_<port>` with chains matched by the range, as Istio does; with
+/// neither, `<addr>_<port>`). TCP: one chain to the service, or to the destinations of the
+/// first VirtualService `tcp` rule for the port; a second TCP service with the same match on
+/// one listener is left out (Envoy cannot tell them apart). TLS and HTTPS: chains matched by
+/// SNI (the service's host, or the `sniHosts` of VirtualService `tls` rules), so services share
+/// the listener.
 fn opaque_chains(
     ctx: &Ctx<'_>,
     listeners: &mut BTreeMap<String, Opaque>,
@@ -118,19 +120,30 @@ fn opaque_chains(
 ) {
     let tls = matches!(port.protocol, Protocol::Tls | Protocol::Https);
     let host = &svc.service.hostname;
-    let addresses: Vec<String> = if svc.service.addresses.is_empty() {
-        if http_taken {
-            tracing::debug!(service = %svc.service.key(), port = port.number, "opaque port without a VIP shadowed by HTTP services");
-            return;
-        }
-        vec![listen.address.to_string()]
+    // Where the chains go: each VIP's listener, the capture address's for each range (its
+    // chains matched by the range), else the capture address's.
+    let mut targets: Vec<(String, Option<CidrRange>)> = svc
+        .service
+        .addresses
+        .iter()
+        .map(|a| (a.to_string(), None))
+        .collect();
+    let ranges = &svc.service.address_ranges;
+    let wildcard = ranges.is_empty() && targets.is_empty();
+    if (wildcard || !ranges.is_empty()) && http_taken {
+        tracing::debug!(service = %svc.service.key(), port = port.number, "opaque port without a VIP shadowed by HTTP services");
+    } else if wildcard {
+        targets.push((listen.address.to_string(), None));
     } else {
-        svc.service
-            .addresses
-            .iter()
-            .map(|a| a.to_string())
-            .collect()
-    };
+        targets.extend(
+            ranges
+                .iter()
+                .map(|r| (listen.address.to_string(), Some(cidr_range(r)))),
+        );
+    }
+    if targets.is_empty() {
+        return;
+    }
     let vs = ctx.model.config.mesh_virtual_service(
         host,
         &svc.service.namespace,
@@ -182,7 +195,7 @@ fn opaque_chains(
             }
         }
     };
-    for address in addresses {
+    for (address, range) in targets {
         let name = names::listener(&address, port.number);
         let entry = listeners.entry(name.clone()).or_insert_with(|| Opaque {
             address,
@@ -190,20 +203,37 @@ fn opaque_chains(
             tls,
             chains: Vec::new(),
         });
-        if entry.tls != tls || (!tls && !entry.chains.is_empty()) {
+        if entry.tls != tls {
             tracing::debug!(service = %svc.service.key(), listener = %name, "listener already taken by another service");
             continue;
         }
         for chain in &chains {
-            let names = chain.filter_chain_match.as_ref().map(|m| &m.server_names);
+            let mut chain = chain.clone();
+            if let Some(range) = &range {
+                let matched = chain
+                    .filter_chain_match
+                    .get_or_insert_with(Default::default);
+                matched.prefix_ranges = vec![range.clone()];
+            }
+            // Envoy refuses two chains with one match: the first service keeps it.
             let taken = entry
                 .chains
                 .iter()
-                .any(|c| c.filter_chain_match.as_ref().map(|m| &m.server_names) == names);
-            if !taken {
-                entry.chains.push(chain.clone());
+                .any(|c| c.filter_chain_match == chain.filter_chain_match);
+            if taken {
+                tracing::debug!(service = %svc.service.key(), listener = %name, "filter chain already taken by another service");
+            } else {
+                entry.chains.push(chain);
             }
         }
+    }
+}
+
+/// A range as Envoy matches a destination: its network address and prefix length.
+fn cidr_range(range: &ipnet::IpNet) -> CidrRange {
+    CidrRange {
+        address_prefix: range.network().to_string(),
+        prefix_len: u32_value(u32::from(range.prefix_len())),
     }
 }
 

@@ -164,6 +164,46 @@ fn apply_lb(cluster: &mut Cluster, lb: &LoadBalancerSettings) {
         Some(SimpleLb::Passthrough) => LbPolicy::ClusterProvided,
         _ => LbPolicy::LeastRequest,
     } as i32;
+    // Slow start, for round robin and least request only, as Istio's `setWarmup`.
+    let Some(slow_start) = slow_start(lb) else {
+        return;
+    };
+    use cluster::cluster::{LbConfig, LeastRequestLbConfig, RoundRobinLbConfig};
+    cluster.lb_config = if cluster.lb_policy == LbPolicy::RoundRobin as i32 {
+        Some(LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
+            slow_start_config: Some(slow_start),
+        }))
+    } else if cluster.lb_policy == LbPolicy::LeastRequest as i32 {
+        Some(LbConfig::LeastRequestLbConfig(LeastRequestLbConfig {
+            slow_start_config: Some(slow_start),
+            ..Default::default()
+        }))
+    } else {
+        None
+    };
+}
+
+/// Envoy's slow start from `warmup` (aggression 1 and a minimum of 10% unless given, as Istio
+/// sets them; its runtime key `(` is Istio's, which no runtime layer sets), else from the
+/// deprecated `warmupDurationSecs` (the window alone).
+fn slow_start(lb: &LoadBalancerSettings) -> Option<cluster::cluster::SlowStartConfig> {
+    if let Some(w) = &lb.warmup {
+        return Some(cluster::cluster::SlowStartConfig {
+            slow_start_window: w.duration.map(|d| duration(d.0)),
+            aggression: Some(core::RuntimeDouble {
+                default_value: w.aggression.unwrap_or(1.0),
+                runtime_key: "(".into(),
+            }),
+            min_weight_percent: Some(types::Percent {
+                value: w.minimum_percent.unwrap_or(10.0),
+            }),
+        });
+    }
+    lb.warmup_duration_secs
+        .map(|d| cluster::cluster::SlowStartConfig {
+            slow_start_window: Some(duration(d.0)),
+            ..Default::default()
+        })
 }
 
 fn apply_pool(cluster: &mut Cluster, pool: &ConnectionPoolSettings, http: &mut HttpOptions) {

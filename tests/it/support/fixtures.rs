@@ -92,6 +92,14 @@ pub(crate) fn mesh() -> Vec<Registration> {
     any.resolution = Resolution::Passthrough;
     out.push(Registration::new(any, vec![]));
 
+    // A ServiceEntry's CIDR address (`resolution: NONE`): its chain on the capture address's
+    // listener, matched by the range, beside wildcard.example.com's catch-all.
+    let mut ranged =
+        Service::new("ranged.example.com", "default").with_port("tcp", 9000, Protocol::Tcp);
+    ranged.resolution = Resolution::Passthrough;
+    ranged.address_ranges = vec!["192.168.0.0/16".parse().expect("a range")];
+    out.push(Registration::new(ranged, vec![]));
+
     let mut private = Service::new("ratings.prod.svc.cluster.local", "prod").with_port(
         "http",
         9080,

@@ -211,25 +211,108 @@ fn dns_entries_without_endpoints_resolve_each_host() {
 }
 
 #[test]
-fn addresses_must_be_ips_and_cidrs_are_refused() {
-    let err = error(&entry(
+fn addresses_are_ips_or_cidr_ranges_for_none_and_static_resolution() {
+    let reg = only(&entry(
         "networking.istio.io/v1",
-        "  addresses: [10.0.0.1, 10.1.0.0/16]\n",
+        "  addresses: [10.0.0.1, 10.1.2.3/16, 13.229.188.59/32, '2001:db8::/32', 001:db8::]\n",
     ));
-    assert!(matches!(err, RegistryError::Invalid { .. }), "{err}");
-    let shown = err.to_string();
-    assert!(
-        shown.contains("CIDR addresses are not supported yet"),
-        "{shown}"
-    );
-    assert!(shown.contains("spec.addresses[1]"), "{shown}");
-    assert!(shown.contains("ServiceEntry default/e"), "{shown}");
+    let addresses: Vec<String> = reg
+        .service
+        .addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    // A range of one address is that address; host bits are dropped, as Go's ParseCIDR does.
+    assert_eq!(addresses, ["10.0.0.1", "13.229.188.59", "1:db8::"]);
+    let ranges: Vec<String> = reg
+        .service
+        .address_ranges
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(ranges, ["10.1.0.0/16", "2001:db8::/32"]);
 
-    let err = error(&entry(
-        "networking.istio.io/v1",
-        "  addresses: [db.internal]\n",
-    ));
-    assert!(err.to_string().contains("not an IP address"), "{err}");
+    for (extra, why) in [
+        ("  addresses: [db.internal]\n", "not an IP address"),
+        ("  addresses: [1.2.3.4/99]\n", "not a CIDR range"),
+        (
+            "  addresses: [10.1.0.0/16]\n  resolution: DNS\n",
+            "CIDR addresses are allowed only for NONE/STATIC resolution types",
+        ),
+    ] {
+        let err = error(&entry("networking.istio.io/v1", extra));
+        assert!(matches!(err, RegistryError::Invalid { .. }), "{err}");
+        let shown = err.to_string();
+        assert!(shown.contains(why), "{extra}: {shown}");
+        assert!(shown.contains("spec.addresses[0]"), "{shown}");
+        assert!(shown.contains("ServiceEntry default/e"), "{shown}");
+    }
+}
+
+#[test]
+fn the_rules_of_istio_s_crds_are_checked_with_their_messages() {
+    for (extra, field, why) in [
+        (
+            "  workloadSelector: {labels: {app: '*'}}\n",
+            "spec.workloadSelector.labels",
+            "wildcard is not supported in selector",
+        ),
+        (
+            "  endpoints: [{address: 10.0.0.1}]\n",
+            "spec.endpoints",
+            "NONE mode cannot set endpoints",
+        ),
+        (
+            "  resolution: DNS_ROUND_ROBIN\n  endpoints: [{address: a.example.com}, {address: b.example.com}]\n",
+            "spec.endpoints",
+            "DNS_ROUND_ROBIN mode cannot have multiple endpoints",
+        ),
+        (
+            "  resolution: STATIC\n  endpoints: [{address: 'unix://relative'}]\n",
+            "spec.endpoints[0].address",
+            "UDS must be an absolute path or abstract socket",
+        ),
+        (
+            "  resolution: STATIC\n  endpoints: [{address: 10.0.0.1, ports: {'@': 80}}]\n",
+            "spec.endpoints[0].ports.@",
+            "port name must be valid",
+        ),
+    ] {
+        let shown = error(&entry("networking.istio.io/v1", extra)).to_string();
+        assert!(
+            shown.contains(&format!("{field}: {why}")),
+            "{extra}: {shown}"
+        );
+    }
+    let ports = |ports: &str| {
+        let text = format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: p}}\nspec:\n  hosts: [p.example.com]\n  ports: {ports}\n"
+        );
+        error(&text).to_string()
+    };
+    assert!(
+        ports("[{number: 99999, name: a}]")
+            .contains("spec.ports[0].number: port must be between 1-65535")
+    );
+    assert!(
+        ports("[{number: 1, name: a, targetPort: 0}]")
+            .contains("spec.ports[0].targetPort: port must be between 1-65535")
+    );
+    assert!(
+        ports("[{number: 1, name: a}, {number: 1, name: b}]")
+            .contains("spec.ports[1].number: port number cannot be duplicated")
+    );
+    let hosts = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: h}\nspec:\n  hosts: ['*']\n";
+    assert!(
+        error(hosts)
+            .to_string()
+            .contains("spec.hosts[0]: hostname cannot be wildcard")
+    );
+    // A partial wildcard is a host, as in Istio.
+    let partial = only(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: h}\nspec:\n  hosts: ['*x']\n",
+    );
+    assert_eq!(&*partial.service.hostname, "*x");
 }
 
 #[test]
@@ -283,7 +366,7 @@ fn validation_failures_name_the_origin_object_and_field() {
 
     let err = error(&entry(
         "networking.istio.io/v1",
-        "  endpoints: [{address: 10.0.0.1, ports: {http: 0}}]\n",
+        "  resolution: STATIC\n  endpoints: [{address: 10.0.0.1, ports: {http: 0}}]\n",
     ));
     assert!(
         err.to_string().contains("spec.endpoints[0].ports.http"),
@@ -351,7 +434,38 @@ fn workload_entries_map_to_endpoints() {
     );
     assert!(
         err.to_string()
-            .contains("WorkloadEntry default/x: spec.address"),
+            .contains("WorkloadEntry default/x: spec.address: Address is required"),
         "{err}"
     );
+}
+
+#[test]
+fn a_workload_entry_with_only_a_network_is_valid_and_no_selector_picks_it() {
+    let text = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: vm}\nspec:\n  hosts: [vm.example.com]\n  resolution: STATIC\n  workloadSelector: {labels: {app: vm}}\n---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: remote}\nspec: {network: east, labels: {app: vm}}\n---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: local}\nspec: {address: 10.0.0.9, labels: {app: vm}}\n";
+    let reg = only(text);
+    let addresses: Vec<&str> = reg.endpoints.iter().map(|e| &*e.address).collect();
+    assert_eq!(addresses, ["10.0.0.9"]);
+    for (spec, why) in [
+        (
+            "{address: 'unix:///dir/'}",
+            "spec.address: UDS may not be a dir",
+        ),
+        (
+            "{address: 'unix://@sock', ports: {http: 80}}",
+            "spec.ports: UDS may not include ports",
+        ),
+        (
+            "{address: 1.1.1.1, ports: {http: 99999}}",
+            "spec.ports.http: port must be between 1-65535",
+        ),
+    ] {
+        let text = format!(
+            "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: w}}\nspec: {spec}\n"
+        );
+        assert!(
+            error(&text).to_string().contains(why),
+            "{spec}: {}",
+            error(&text)
+        );
+    }
 }

@@ -4,7 +4,7 @@
 use super::{Problems, check_duration};
 use crate::{
     ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, ConsistentHash, LoadBalancerSettings,
-    OutlierDetection, SimpleLb,
+    OutlierDetection, SimpleLb, Warmup,
 };
 
 /// Envoy's largest Maglev table (a prime); Istio refuses anything from here up.
@@ -64,14 +64,48 @@ fn check_load_balancer(p: &mut Problems, path: &str, lb: &LoadBalancerSettings) 
     if let Some(hash) = &lb.consistent_hash {
         check_consistent_hash(p, &format!("{path}.consistentHash"), hash);
     }
-    for (set, name) in [
-        (lb.locality_lb_setting.is_some(), "localityLbSetting"),
-        (lb.warmup_duration_secs.is_some(), "warmupDurationSecs"),
-        (lb.warmup.is_some(), "warmup"),
-    ] {
-        if set {
-            p.ignored(format!("{path}.{name}"));
-        }
+    if lb.locality_lb_setting.is_some() {
+        p.ignored(format!("{path}.localityLbSetting"));
+    }
+    if let Some(warmup) = &lb.warmup {
+        check_warmup(p, &format!("{path}.warmup"), warmup);
+    }
+    if lb.warmup.is_some() && lb.warmup_duration_secs.is_some() {
+        p.warn(
+            format!("{path}.warmupDurationSecs"),
+            "ignored: warmup is set, and wins",
+        );
+    }
+    if let Some(d) = &lb.warmup_duration_secs {
+        check_duration(p, format!("{path}.warmupDurationSecs"), d);
+    }
+}
+
+/// Slow start as Istio's CRD has it: a duration of at least 1 ms, a minimum percent from 0 to
+/// 100, an aggression of at least 0.
+fn check_warmup(p: &mut Problems, path: &str, w: &Warmup) {
+    match &w.duration {
+        None => p.error(
+            format!("{path}.duration"),
+            "Required value: the warmup's duration",
+        ),
+        Some(d) => check_duration(p, format!("{path}.duration"), d),
+    }
+    if let Some(percent) = w.minimum_percent
+        && !(0.0..=100.0).contains(&percent)
+    {
+        p.error(
+            format!("{path}.minimumPercent"),
+            format!("Invalid value: {percent}: must be from 0 to 100"),
+        );
+    }
+    if let Some(aggression) = w.aggression
+        && (aggression.is_nan() || aggression < 0.0)
+    {
+        p.error(
+            format!("{path}.aggression"),
+            format!("Invalid value: {aggression}: must be at least 0"),
+        );
     }
 }
 

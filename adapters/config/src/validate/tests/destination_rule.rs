@@ -241,6 +241,35 @@ fn client_tls() {
 }
 
 #[test]
+fn warmup_is_checked_as_istio_s_crd_checks_it() {
+    assert_errors(
+        dr,
+        &[
+            (
+                "{host: r, trafficPolicy: {loadBalancer: {warmup: {duration: 300s, minimumPercent: 5.0, aggression: 2}}}}",
+                &[],
+            ),
+            (
+                "{host: r, trafficPolicy: {loadBalancer: {warmup: {duration: 300s, minimumPercent: 150.0}}}}",
+                &["spec.trafficPolicy.loadBalancer.warmup.minimumPercent"],
+            ),
+            (
+                "{host: r, trafficPolicy: {loadBalancer: {warmup: {minimumPercent: 5.0}}}}",
+                &["spec.trafficPolicy.loadBalancer.warmup.duration"],
+            ),
+            (
+                "{host: r, trafficPolicy: {loadBalancer: {warmup: {duration: 300s, aggression: -0.1}}}}",
+                &["spec.trafficPolicy.loadBalancer.warmup.aggression"],
+            ),
+            (
+                "{host: r, trafficPolicy: {loadBalancer: {warmup: {duration: 0s}}}}",
+                &["spec.trafficPolicy.loadBalancer.warmup.duration"],
+            ),
+        ],
+    );
+}
+
+#[test]
 fn unsupported_and_deprecated_fields_warn() {
     let o = dr(r#"
 host: reviews
@@ -271,8 +300,8 @@ subsets:
         &[
             &format!("{lb}.simple"),
             &format!("{lb}.localityLbSetting"),
+            // Both slow starts: `warmup` wins.
             &format!("{lb}.warmupDurationSecs"),
-            &format!("{lb}.warmup"),
             "spec.trafficPolicy.connectionPool.http.h2UpgradePolicy",
             "spec.trafficPolicy.connectionPool.http.useClientProtocol",
             "spec.trafficPolicy.outlierDetection.consecutiveErrors",
