@@ -153,6 +153,69 @@ fn full_generation_mesh_tls(bencher: Bencher) {
     bencher.bench(|| black_box(generate(model.clone(), &proxy)));
 }
 
+/// The mesh with locality load balancing on every service (a DestinationRule per namespace
+/// with outlier detection, so Istio's default locality setting applies), and a sidecar in
+/// `us-east1/zone-0`: its endpoints are made for its place (compare with `full_generation`).
+fn locality_model() -> Snapshot {
+    let rules = (0..10).map(|ns| ConfigObject {
+        meta: ConfigMeta {
+            name: "outliers".into(),
+            namespace: format!("ns-{ns}").into(),
+            ..Default::default()
+        },
+        spec: ConfigSpec::DestinationRule(Box::new(
+            serde_saphyr::from_str(&format!(
+                "{{host: '*.ns-{ns}.svc.cluster.local', trafficPolicy: \
+                 {{outlierDetection: {{consecutive5xxErrors: 5}}}}}}"
+            ))
+            .expect("a DestinationRule"),
+        )),
+    });
+    snapshot_with_config(mesh(), rules.collect()).expect("valid")
+}
+
+fn sidecar_in_a_zone() -> Proxy {
+    Proxy {
+        locality: "us-east1/zone-0".into(),
+        ..sidecar()
+    }
+}
+
+#[divan::bench(sample_count = 20)]
+fn full_generation_locality(bencher: Bencher) {
+    let model = Arc::new(locality_model());
+    let proxy = sidecar_in_a_zone();
+    bencher.bench(|| black_box(generate(model.clone(), &proxy)));
+}
+
+/// One endpoint change with locality load balancing everywhere: only the changed service's
+/// assignment is made again for the sidecar's place (compare with
+/// `endpoint_change_generation`).
+#[divan::bench(sample_count = 20)]
+fn endpoint_change_generation_locality(bencher: Bencher) {
+    let first = XdsSnapshot::new(Arc::new(locality_model()), "cluster.local");
+    let proxy = sidecar_in_a_zone();
+    let none = BTreeSet::new();
+    for t in TypeUrl::PUSH_ORDER {
+        first.resources(&proxy, t, &none);
+    }
+    let changed = endpoint_change(first.model());
+    let model = Arc::new(Snapshot::new(
+        changed.version,
+        changed.services.clone(),
+        Vec::new(),
+        Vec::new(),
+        first.model().config.clone(),
+    ));
+    bencher.bench(|| {
+        let next = XdsSnapshot::next(model.clone(), "cluster.local", &first);
+        TypeUrl::PUSH_ORDER
+            .iter()
+            .map(|t| black_box(next.resources(&proxy, *t, &none).len()))
+            .sum::<usize>()
+    });
+}
+
 /// Both: what a registry change costs before the first sidecar's push can go out.
 #[divan::bench(sample_count = 20)]
 fn build_and_generate(bencher: Bencher) {

@@ -33,6 +33,7 @@ mod gateway;
 mod grpc;
 mod inbound;
 mod listener;
+mod locality;
 mod memo;
 mod mesh_tls;
 mod picked;
@@ -61,7 +62,8 @@ pub use self::cache::{Layer, Resources};
 use self::ctx::Ctx;
 use self::declared::{
     GATEWAYS, GRPC_ROUTING, GRPC_SCOPES, GRPC_SERVICES, GatewayKey, INBOUND, InboundKey, LISTENERS,
-    MeshTls, OUTBOUND, ROUTES, SECRETS, SIDECAR_SERVICES, ScopeKey, SecretKey, ServiceRule,
+    LOCALIZED, MeshTls, OUTBOUND, ROUTES, SECRETS, SIDECAR_SERVICES, ScopeKey, SecretKey,
+    ServiceRule,
 };
 use self::memo::{Memo, Value};
 pub use self::picked::{Picked, Place};
@@ -108,7 +110,7 @@ pub struct XdsSnapshot {
     // generator reads, from which follows what the next snapshot keeps of it.
     sidecar_services: Memo<ServiceRule, ServiceResources>,
     grpc_services: Memo<ServiceRule, ServiceResources>,
-    outbound: Memo<(ScopeKey, MeshTls), [Arc<Layer>; 2]>,
+    outbound: Memo<(ScopeKey, MeshTls), Outbound>,
     grpc_scopes: Memo<Arc<str>, [Arc<Layer>; 2]>,
     grpc_routing: Memo<Arc<str>, [Arc<Layer>; 2]>,
     listeners: Memo<(ScopeKey, ListenSettings), Arc<Layer>>,
@@ -119,6 +121,8 @@ pub struct XdsSnapshot {
     /// its own (perf: a tenth of the server's time at 2,000 sidecars).
     inbound: Memo<InboundKey, [Arc<Layer>; 2]>,
     secrets: Memo<SecretKey, Arc<Layer>>,
+    /// The assignments of a scope's clusters with locality load balancing, for one place.
+    localized: Memo<(ScopeKey, MeshTls, locality::Place), Arc<Layer>>,
     instances: OnceLock<inbound::Index>,
 }
 
@@ -139,6 +143,20 @@ pub(crate) struct ServiceResources {
     pub(crate) clusters: Vec<Arc<Resource>>,
     pub(crate) endpoints: Vec<Arc<Resource>>,
     pub(crate) listeners: Vec<Arc<Resource>>,
+    /// Assignments locality load balancing shapes per proxy place (not in `endpoints`).
+    localized: Vec<Arc<locality::Localized>>,
+}
+
+/// A sidecar scope's (or gateway namespace's) clusters and endpoints, and the assignments of
+/// its clusters that locality load balancing shapes per proxy place.
+pub(crate) struct Outbound {
+    layers: [Arc<Layer>; 2],
+    localized: Arc<[Arc<locality::Localized>]>,
+}
+
+/// Generated again, the layers are compared with the previous ones.
+impl Value for Outbound {
+    const COMPARED: bool = true;
 }
 
 /// Generated again, a service's resources are not compared with the previous ones: the layers
@@ -168,6 +186,7 @@ impl XdsSnapshot {
             routes: Memo::new(&ROUTES),
             inbound: Memo::new(&INBOUND),
             secrets: Memo::new(&SECRETS),
+            localized: Memo::new(&LOCALIZED),
             instances: OnceLock::new(),
         }
     }
@@ -227,6 +246,7 @@ impl XdsSnapshot {
             routes: previous.routes.next(&changes),
             inbound: previous.inbound.next(&changes),
             secrets: previous.secrets.next(&changes),
+            localized: previous.localized.next(&changes),
             instances: OnceLock::new(),
             model,
         }
@@ -338,6 +358,7 @@ impl XdsSnapshot {
                     let ctx = ctx();
                     let mut clusters = cluster::catch_all();
                     let mut endpoints = ResourceSet::new();
+                    let mut localized = Vec::new();
                     for svc in &ctx.visible {
                         let rule = ctx.rule(svc);
                         let key = (
@@ -350,13 +371,37 @@ impl XdsSnapshot {
                         });
                         clusters.extend(by_name(&r.clusters));
                         endpoints.extend(by_name(&r.endpoints));
+                        localized.extend(r.localized.iter().cloned());
                     }
                     let previous = previous.as_deref();
-                    [
-                        Layer::after(previous.map(|p| &p[0]), clusters),
-                        Layer::after(previous.map(|p| &p[1]), endpoints),
-                    ]
+                    Outbound {
+                        layers: [
+                            Layer::after(previous.map(|p| &p.layers[0]), clusters),
+                            Layer::after(previous.map(|p| &p.layers[1]), endpoints),
+                        ],
+                        localized: localized.into(),
+                    }
                 })
+        };
+        // The endpoints: those every proxy gets, and those locality load balancing shapes for
+        // the proxy's place (none when no cluster in scope has it).
+        let endpoints = || {
+            let out = outbound();
+            let mut layers = vec![out.layers[1].clone()];
+            if !out.localized.is_empty() {
+                let place = self.place(proxy, &out.localized);
+                let key = (scope_key.clone(), mesh_tls, place);
+                let layer = self.localized.get_after(key.clone(), |previous| {
+                    let mut set = ResourceSet::new();
+                    for l in out.localized.iter() {
+                        let r = l.for_place(&key.2);
+                        set.insert(r.name.clone(), r);
+                    }
+                    Layer::after(previous.as_deref(), set)
+                });
+                layers.push((*layer).clone());
+            }
+            layers
         };
         // A gateway's listeners depend on its labels (which Gateways select it), where it
         // listens and its certificate; gateways with the same ones share them.
@@ -376,10 +421,10 @@ impl XdsSnapshot {
         };
         let layers = match type_url {
             TypeUrl::Cluster if is_sidecar => {
-                vec![outbound()[0].clone(), self.inbound(proxy)[0].clone()]
+                vec![outbound().layers[0].clone(), self.inbound(proxy)[0].clone()]
             }
-            TypeUrl::Cluster => vec![outbound()[0].clone(), gateway()[2].clone()],
-            TypeUrl::Endpoint => vec![outbound()[1].clone()],
+            TypeUrl::Cluster => vec![outbound().layers[0].clone(), gateway()[2].clone()],
+            TypeUrl::Endpoint => endpoints(),
             TypeUrl::Listener if is_sidecar => {
                 let shared = self.listeners.get_after(
                     (scope_key.clone(), proxy.listen.clone()),
@@ -490,6 +535,29 @@ impl XdsSnapshot {
         }
     }
 
+    /// Where `proxy` is for locality load balancing (as Istio's `setTopologyLabels`: its
+    /// workload labels' locality, else its registry entry's, else its node's), and its values
+    /// of the labels `localized`'s `failoverPriority` name.
+    fn place(&self, proxy: &Proxy, localized: &[Arc<locality::Localized>]) -> locality::Place {
+        let node = wayfinder_registry::Locality::parse(&proxy.locality);
+        let labelled = locality::from_labels(&proxy.labels);
+        let at = labelled
+            .as_ref()
+            .or_else(|| self.instances().locality(proxy))
+            .unwrap_or(&node);
+        let wanted: BTreeSet<&str> = localized
+            .iter()
+            .flat_map(|l| l.plan().priority_labels())
+            .collect();
+        locality::place(
+            at,
+            &proxy.labels,
+            &proxy.network,
+            &proxy.cluster_id,
+            &wanted,
+        )
+    }
+
     /// A sidecar's inbound layers: clusters, then the listener.
     fn inbound(&self, proxy: &Proxy) -> Arc<[Arc<Layer>; 2]> {
         let ports = self.instances().ports(proxy);
@@ -536,7 +604,11 @@ fn service_resources(
     {
         for (c, cla) in cluster::outbound(svc, port, rule, up) {
             out.clusters.push(Arc::new(c));
-            out.endpoints.extend(cla.map(Arc::new));
+            match cla {
+                Some(cluster::Assignment::Shared(r)) => out.endpoints.push(Arc::new(r)),
+                Some(cluster::Assignment::Localized(l)) => out.localized.push(Arc::from(l)),
+                None => {}
+            }
         }
     }
     out

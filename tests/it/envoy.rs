@@ -42,9 +42,32 @@ impl Envoy {
         metadata: &str,
         api_type: &str,
     ) -> Self {
+        Self::launch(tools, ads, id, metadata, "{}", api_type).await
+    }
+
+    /// [`Envoy::start`] for a node at `locality` (a YAML flow mapping of `region`, `zone`,
+    /// `sub_zone`).
+    pub(crate) async fn start_at(
+        tools: &Tools,
+        ads: SocketAddr,
+        id: &str,
+        metadata: &str,
+        locality: &str,
+    ) -> Self {
+        Self::launch(tools, ads, id, metadata, locality, "GRPC").await
+    }
+
+    async fn launch(
+        tools: &Tools,
+        ads: SocketAddr,
+        id: &str,
+        metadata: &str,
+        locality: &str,
+        api_type: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let bootstrap = format!(
-            r#"node: {{id: "{id}", cluster: test, metadata: {metadata}}}
+            r#"node: {{id: "{id}", cluster: test, metadata: {metadata}, locality: {locality}}}
 admin: {{address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}}}
 dynamic_resources:
   ads_config:

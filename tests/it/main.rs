@@ -72,6 +72,7 @@ mod hardening;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 mod limits;
+mod locality;
 mod logging;
 mod memory;
 mod mesh_identity;

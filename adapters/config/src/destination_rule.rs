@@ -99,15 +99,59 @@ pub struct LoadBalancerSettings {
     /// Consistent hashing.
     #[serde(default)]
     pub consistent_hash: Option<ConsistentHash>,
-    /// Locality-aware balancing (not supported yet).
+    /// Locality-aware balancing: weights by locality, or failover between localities.
     #[serde(default)]
-    pub locality_lb_setting: Option<Opaque>,
+    pub locality_lb_setting: Option<LocalityLbSetting>,
     /// Slow start, in seconds form (deprecated by `warmup`).
     #[serde(default)]
     pub warmup_duration_secs: Option<Duration>,
     /// Slow start: new endpoints get a growing share of traffic over `duration`.
     #[serde(default)]
     pub warmup: Option<Warmup>,
+}
+
+/// Locality-aware load balancing (Istio's `LocalityLoadBalancerSetting`), in a
+/// DestinationRule's load balancer or, mesh-wide, in MeshConfig. With no `distribute`, and
+/// outlier detection to notice failures, endpoints are prioritised by their proximity to the
+/// proxy (same region, zone and subzone first), or by `failoverPriority` labels.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalityLbSetting {
+    /// Shares of traffic from a proxy's locality to endpoints' localities.
+    #[serde(default)]
+    pub distribute: Vec<LocalityDistribute>,
+    /// Regions to fail over to, from a region.
+    #[serde(default)]
+    pub failover: Vec<LocalityFailover>,
+    /// Labels, in order, that endpoints should share with the proxy to be preferred
+    /// (`LABEL`, or `LABEL=VALUE` to compare with a value rather than the proxy's).
+    #[serde(default)]
+    pub failover_priority: Vec<String>,
+    /// Whether locality load balancing is on (default: on).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+/// Traffic from the proxies of `from` split among localities `to` (weights summing to 100).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalityDistribute {
+    /// A locality (`region/zone/subzone`, `*` allowed last).
+    #[serde(default)]
+    pub from: String,
+    /// Localities and their shares of the traffic.
+    #[serde(default)]
+    pub to: BTreeMap<String, u32>,
+}
+
+/// Proxies of region `from` fail over to region `to`, before other regions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalityFailover {
+    /// A region.
+    #[serde(default)]
+    pub from: String,
+    /// The region to fail over to.
+    #[serde(default)]
+    pub to: String,
 }
 
 /// Slow start of new endpoints (Istio's `WarmupConfiguration`, Envoy's slow start).

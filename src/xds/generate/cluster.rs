@@ -7,6 +7,7 @@ use wayfinder_registry::{Port, Protocol, Resolution};
 
 use super::MeshSettings;
 use super::endpoint;
+use super::locality::{self, Localized};
 use super::mesh_tls;
 use super::policy::{HttpOptions, Policy};
 use super::proto::{ads, any, seconds, u32_value};
@@ -98,12 +99,21 @@ pub(super) fn outbound(
     port: &Port,
     rule: Option<&DestinationRule>,
     up: Upstreams<'_>,
-) -> Vec<(Resource, Option<Resource>)> {
+) -> Vec<(Resource, Option<Assignment>)> {
     let subsets = rule.map(|r| r.subsets.as_slice()).unwrap_or_default();
     std::iter::once(None)
         .chain(subsets.iter().map(Some))
         .map(|subset| one(svc, port, rule, subset, up))
         .collect()
+}
+
+/// A cluster's load assignment: one for every proxy, or one shaped per proxy place by
+/// locality load balancing (see `locality`).
+pub(super) enum Assignment {
+    /// Encoded once, shared by every proxy.
+    Shared(Resource),
+    /// Made per proxy place (boxed: it carries the assignment it starts from).
+    Localized(Box<Localized>),
 }
 
 fn one(
@@ -112,7 +122,7 @@ fn one(
     rule: Option<&DestinationRule>,
     subset: Option<&Subset>,
     up: Upstreams<'_>,
-) -> (Resource, Option<Resource>) {
+) -> (Resource, Option<Assignment>) {
     let subset_name = subset.map_or("", |s| s.name.as_str());
     let name = names::outbound_cluster(port.number, subset_name, &svc.service.hostname);
     let labels = subset.map(|s| &s.labels);
@@ -186,14 +196,22 @@ fn one(
                 eds_config: ads(),
                 service_name: name.clone(),
             });
-            let assignment = endpoint::load_assignment(
+            let (assignment, members) = endpoint::grouped(
                 &name,
                 svc,
                 port.number,
                 endpoint::Include::All(peers),
                 labels,
             );
-            cla = Some(Resource::encode(name.as_str(), &assignment));
+            cla = Some(
+                match locality::plan(policy.locality(), policy.has_outlier_detection()) {
+                    Some(plan) => {
+                        plan.apply_to_cluster(&mut cluster.common_lb_config);
+                        Assignment::Localized(Box::new(Localized::new(assignment, &members, plan)))
+                    }
+                    None => Assignment::Shared(Resource::encode(name.as_str(), &assignment)),
+                },
+            );
         }
         Resolution::Dns | Resolution::DnsRoundRobin => {
             let mut assignment = endpoint::load_assignment(

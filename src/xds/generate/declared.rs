@@ -28,6 +28,12 @@ pub(super) static GRPC_SERVICES: Scope<ServiceRule> =
 /// resources through `SIDECAR_SERVICES` (endpoints, DestinationRules), and the Sidecar.
 pub(super) static OUTBOUND: Scope<(ScopeKey, MeshTls)> = Scope::reading("outbound", EVERYTHING);
 
+/// The load assignments locality load balancing shapes for one proxy place, of the clusters
+/// of a sidecar scope or a gateway's namespace: what `OUTBOUND` reads (it takes them from
+/// `OUTBOUND`'s value), and the place in its key.
+pub(super) static LOCALIZED: Scope<(ScopeKey, MeshTls, super::locality::Place)> =
+    Scope::reading("localized", EVERYTHING);
+
 /// A gRPC client namespace's clusters and endpoints: as `OUTBOUND`, through `GRPC_SERVICES`.
 pub(super) static GRPC_SCOPES: Scope<Arc<str>> = Scope::reading("grpc_scopes", EVERYTHING);
 

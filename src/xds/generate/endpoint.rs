@@ -84,7 +84,23 @@ pub(super) fn load_assignment(
     include: Include<'_>,
     subset: Option<&BTreeMap<String, String>>,
 ) -> ClusterLoadAssignment {
-    let mut by_locality: BTreeMap<&Locality, Vec<LbEndpoint>> = BTreeMap::new();
+    grouped(name, svc, port, include, subset).0
+}
+
+/// [`load_assignment`], and the endpoints of each of its groups, in order (what locality load
+/// balancing compares with the proxy: see `locality`).
+pub(super) fn grouped<'a>(
+    name: &str,
+    svc: &'a MergedService,
+    port: u16,
+    include: Include<'_>,
+    subset: Option<&BTreeMap<String, String>>,
+) -> (
+    ClusterLoadAssignment,
+    Vec<Vec<&'a wayfinder_registry::Endpoint>>,
+) {
+    let mut by_locality: BTreeMap<&Locality, Vec<(LbEndpoint, &wayfinder_registry::Endpoint)>> =
+        BTreeMap::new();
     for view in &svc.endpoints {
         let Some(&endpoint_port) = view.ports.get(&port) else {
             continue;
@@ -112,22 +128,26 @@ pub(super) fn load_assignment(
             Health::Unhealthy => HealthStatus::Unhealthy,
             Health::Draining => HealthStatus::Draining,
         };
+        let lb_endpoint = LbEndpoint {
+            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                address: socket_address(&ep.address, endpoint_port),
+                ..Default::default()
+            })),
+            health_status: health as i32,
+            load_balancing_weight: u32_value(ep.weight),
+            metadata,
+        };
         by_locality
             .entry(&ep.locality)
             .or_default()
-            .push(LbEndpoint {
-                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
-                    address: socket_address(&ep.address, endpoint_port),
-                    ..Default::default()
-                })),
-                health_status: health as i32,
-                load_balancing_weight: u32_value(ep.weight),
-                metadata,
-            });
+            .push((lb_endpoint, ep));
     }
+    let mut members = Vec::with_capacity(by_locality.len());
     let endpoints = by_locality
         .into_iter()
-        .map(|(locality, lb_endpoints)| {
+        .map(|(locality, group)| {
+            let (lb_endpoints, of): (Vec<LbEndpoint>, Vec<_>) = group.into_iter().unzip();
+            members.push(of);
             let weight = lb_endpoints
                 .iter()
                 .map(|e| e.load_balancing_weight.as_ref().map_or(1, |w| w.value))
@@ -144,11 +164,12 @@ pub(super) fn load_assignment(
             }
         })
         .collect();
-    ClusterLoadAssignment {
+    let cla = ClusterLoadAssignment {
         cluster_name: name.to_string(),
         endpoints,
         ..Default::default()
-    }
+    };
+    (cla, members)
 }
 
 /// Reduces an assignment to its first endpoint (LOGICAL_DNS clusters take exactly one).

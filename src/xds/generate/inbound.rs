@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
-use wayfinder_registry::Protocol;
+use wayfinder_registry::{Locality, Protocol};
 
 use wayfinder_config::{EffectiveMtls, MtlsMode};
 
@@ -35,21 +35,28 @@ use crate::xds::pb::route::RouteConfiguration;
 use crate::xds::proxy::{ListenSettings, Proxy};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
-/// Instances by IP: for each address, the ports its workloads serve and with which protocol.
-/// Built once per snapshot, on first use.
+/// Instances by IP: for each address, the ports its workloads serve and with which protocol,
+/// and the locality the registry gives it. Built once per snapshot, on first use.
 #[derive(Debug, Default)]
 pub(super) struct Index {
     by_ip: HashMap<IpAddr, BTreeMap<u16, Protocol>>,
+    localities: HashMap<IpAddr, Locality>,
 }
 
 impl Index {
     pub(super) fn build(model: &Snapshot) -> Self {
         let mut by_ip: HashMap<IpAddr, BTreeMap<u16, Protocol>> = HashMap::new();
+        let mut localities: HashMap<IpAddr, Locality> = HashMap::new();
         for svc in model.services.values() {
             for view in &svc.endpoints {
                 let Some(ip) = view.endpoint.ip() else {
                     continue;
                 };
+                if !view.endpoint.locality.region.is_empty() {
+                    localities
+                        .entry(ip)
+                        .or_insert_with(|| view.endpoint.locality.clone());
+                }
                 for port in &svc.service.ports {
                     if let Some(&target) = view.ports.get(&port.number) {
                         // The first service to claim a port decides its protocol.
@@ -62,7 +69,13 @@ impl Index {
                 }
             }
         }
-        Self { by_ip }
+        Self { by_ip, localities }
+    }
+
+    /// The locality the registry gives one of the proxy's instances, if any: it wins over the
+    /// node's, as in Istio.
+    pub(super) fn locality(&self, proxy: &Proxy) -> Option<&Locality> {
+        proxy.ips.iter().find_map(|ip| self.localities.get(ip))
     }
 
     /// The ports the proxy's instances serve, with their protocols: all the inbound side

@@ -61,6 +61,16 @@ impl<'a> Policy<'a> {
         }
     }
 
+    /// The locality load balancing the rule sets, if it does.
+    pub(super) fn locality(&self) -> Option<&'a wayfinder_config::LocalityLbSetting> {
+        self.lb.and_then(|lb| lb.locality_lb_setting.as_ref())
+    }
+
+    /// True when the cluster has outlier detection, which locality failover needs.
+    pub(super) fn has_outlier_detection(&self) -> bool {
+        self.outlier.is_some()
+    }
+
     /// True when the load balancer is `PASSTHROUGH`: the cluster forwards to the original
     /// destination and has no endpoints of its own.
     pub(super) fn passthrough(&self) -> bool {

@@ -1,5 +1,7 @@
 //! The parts of a DestinationRule traffic policy: load balancing, connection pool, outlier
-//! detection and client TLS.
+//! detection and client TLS. Locality-aware load balancing has its own module, `locality`.
+
+mod locality;
 
 use super::{Problems, check_duration};
 use crate::{
@@ -30,7 +32,9 @@ impl Parts<'_> {
     /// Checks each part that is set, under `path`.
     pub(super) fn check(&self, p: &mut Problems, path: &str) {
         if let Some(lb) = self.load_balancer {
-            check_load_balancer(p, &format!("{path}.loadBalancer"), lb);
+            // Istio checks failover against the outlier detection of the same policy.
+            let outlier = self.outlier_detection.is_some();
+            check_load_balancer(p, &format!("{path}.loadBalancer"), lb, outlier);
         }
         if let Some(pool) = self.connection_pool {
             check_connection_pool(p, &format!("{path}.connectionPool"), pool);
@@ -45,8 +49,9 @@ impl Parts<'_> {
 }
 
 /// One of `simple` and `consistentHash` (Istio's `oneof`); a policy that sets only locality or
-/// warm-up settings keeps the default algorithm, as in Istio.
-fn check_load_balancer(p: &mut Problems, path: &str, lb: &LoadBalancerSettings) {
+/// warm-up settings keeps the default algorithm, as in Istio. `outlier` says whether the same
+/// policy sets outlier detection, which locality failover needs.
+fn check_load_balancer(p: &mut Problems, path: &str, lb: &LoadBalancerSettings, outlier: bool) {
     match (&lb.simple, &lb.consistent_hash) {
         (Some(_), Some(_)) => p.error(path, "set one of simple and consistentHash"),
         (None, None)
@@ -64,8 +69,8 @@ fn check_load_balancer(p: &mut Problems, path: &str, lb: &LoadBalancerSettings) 
     if let Some(hash) = &lb.consistent_hash {
         check_consistent_hash(p, &format!("{path}.consistentHash"), hash);
     }
-    if lb.locality_lb_setting.is_some() {
-        p.ignored(format!("{path}.localityLbSetting"));
+    if let Some(setting) = &lb.locality_lb_setting {
+        locality::check(p, &format!("{path}.localityLbSetting"), setting, outlier);
     }
     if let Some(warmup) = &lb.warmup {
         check_warmup(p, &format!("{path}.warmup"), warmup);

@@ -31,7 +31,7 @@ enum Rebuilt {
 use Rebuilt::{All, No, Part};
 
 /// The scopes, in the columns' order below.
-const SCOPES: [&str; 10] = [
+const SCOPES: [&str; 11] = [
     "sidecar_services",
     "grpc_services",
     "outbound",
@@ -42,6 +42,7 @@ const SCOPES: [&str; 10] = [
     "routes",
     "inbound",
     "secrets",
+    "localized",
 ];
 
 /// A change to the model: the next model after one.
@@ -50,26 +51,27 @@ type Change = fn(&Snapshot) -> Snapshot;
 /// Each kind of change, and what it rebuilds, by scope in the order of `SCOPES`. Per-service
 /// scopes read their service and the configuration; `outbound` and `grpc_scopes` read
 /// everything; `grpc_routing`, `listeners`, `gateways` and `routes` everything but endpoints;
-/// `inbound` nothing but its key; `secrets` nothing of the model (only the credentials).
+/// `inbound` nothing but its key; `secrets` nothing of the model (only the credentials);
+/// `localized` what `outbound` reads.
 #[rustfmt::skip]
-const CASES: [(&str, Change, [Rebuilt; 10]); 11] = [
+const CASES: [(&str, Change, [Rebuilt; 11]); 11] = [
     // Columns: sidecar_services, grpc_services, outbound, grpc_scopes, grpc_routing,
-    // listeners, gateways, routes, inbound, secrets.
-    ("nothing",             unchanged,         [No,   No,   No,  No,  No,  No,  No,  No,  No, No]),
-    ("endpoints of svc-1",  endpoints,         [Part, Part, All, All, No,  No,  No,  No,  No, No]),
-    ("definition of svc-2", definition,        [Part, Part, All, All, All, All, All, All, No, No]),
-    ("svc-3 added",         added,             [No,   No,   All, All, All, All, All, All, No, No]),
-    ("svc-2 removed",       removed,           [No,   No,   All, All, All, All, All, All, No, No]),
-    ("a VirtualService",    virtual_service,   [All,  All,  All, All, All, All, All, All, No, No]),
-    ("a DestinationRule",   destination_rule,  [All,  All,  All, All, All, All, All, All, No, No]),
-    ("a Gateway",           gateway,           [All,  All,  All, All, All, All, All, All, No, No]),
-    ("a Sidecar",           scoping,           [All,  All,  All, All, All, All, All, All, No, No]),
+    // listeners, gateways, routes, inbound, secrets, localized.
+    ("nothing",             unchanged,         [No,   No,   No,  No,  No,  No,  No,  No,  No, No, No]),
+    ("endpoints of svc-1",  endpoints,         [Part, Part, All, All, No,  No,  No,  No,  No, No, All]),
+    ("definition of svc-2", definition,        [Part, Part, All, All, All, All, All, All, No, No, All]),
+    ("svc-3 added",         added,             [No,   No,   All, All, All, All, All, All, No, No, All]),
+    ("svc-2 removed",       removed,           [No,   No,   All, All, All, All, All, All, No, No, All]),
+    ("a VirtualService",    virtual_service,   [All,  All,  All, All, All, All, All, All, No, No, All]),
+    ("a DestinationRule",   destination_rule,  [All,  All,  All, All, All, All, All, All, No, No, All]),
+    ("a Gateway",           gateway,           [All,  All,  All, All, All, All, All, All, No, No, All]),
+    ("a Sidecar",           scoping,           [All,  All,  All, All, All, All, All, All, No, No, All]),
     // The mesh sidecar's inbound key holds its PeerAuthentication mode: its layers are made
     // for a new key, none rebuilt; the plaintext sidecar's are carried.
-    ("a PeerAuthentication", peer_authentication, [All, All, All, All, All, All, All, All, No, No]),
+    ("a PeerAuthentication", peer_authentication, [All, All, All, All, All, All, All, All, No, No, All]),
     // The scoped sidecar's inbound key holds its AuthorizationPolicy: made for a new key,
     // the other sidecars' carried.
-    ("an AuthorizationPolicy", authorization_policy, [All, All, All, All, All, All, All, All, No, No]),
+    ("an AuthorizationPolicy", authorization_policy, [All, All, All, All, All, All, All, All, No, No, All]),
 ];
 
 #[test]
@@ -208,6 +210,7 @@ impl XdsSnapshot {
             routes,
             inbound,
             secrets,
+            localized,
             instances: _,
         } = self;
         [
@@ -233,6 +236,7 @@ impl XdsSnapshot {
             (routes.name(), routes.reuse_since(&previous.routes)),
             (inbound.name(), inbound.reuse_since(&previous.inbound)),
             (secrets.name(), secrets.reuse_since(&previous.secrets)),
+            (localized.name(), localized.reuse_since(&previous.localized)),
         ]
         .into()
     }
@@ -341,8 +345,8 @@ fn config(edited: Option<Kind>) -> Vec<ConfigObject> {
     };
     let rule = yaml(
         Kind::DestinationRule,
-        "{host: svc-1, subsets: [{name: v1, labels: {version: v1}}]}",
-        "{host: svc-1, subsets: [{name: v2, labels: {version: v2}}]}",
+        "{host: svc-1, trafficPolicy: {outlierDetection: {consecutive5xxErrors: 3}}, subsets: [{name: v1, labels: {version: v1}}]}",
+        "{host: svc-1, trafficPolicy: {outlierDetection: {consecutive5xxErrors: 3}}, subsets: [{name: v2, labels: {version: v2}}]}",
     );
     let routing = yaml(
         Kind::VirtualService,

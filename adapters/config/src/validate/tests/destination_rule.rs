@@ -1,4 +1,6 @@
-//! DestinationRule: host, subsets and traffic policies.
+//! DestinationRule: host, subsets and traffic policies; locality load balancing in `locality`.
+
+mod locality;
 
 use super::{assert_errors, assert_warnings, dr, validate};
 
@@ -299,7 +301,6 @@ subsets:
         &o,
         &[
             &format!("{lb}.simple"),
-            &format!("{lb}.localityLbSetting"),
             // Both slow starts: `warmup` wins.
             &format!("{lb}.warmupDurationSecs"),
             "spec.trafficPolicy.connectionPool.http.h2UpgradePolicy",
