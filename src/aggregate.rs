@@ -50,6 +50,7 @@ use wayfinder_config::{ConfigEvent, ConfigObject, ConfigSource};
 use wayfinder_registry::{Event, Item, Registration, Registry, RegistryError};
 
 pub use build::{Replay, snapshot_from, snapshot_with_config};
+pub use config_store::ConfigChange;
 pub use debounce::Debounce;
 pub use handler::{Handler, LogHandler, MetricsHandler};
 pub use store::{Change, ChangeKind};

@@ -2,8 +2,10 @@
 //! `wayfinder request`, `wayfinder validate`. The agent's flags are in [`crate::agent::args`].
 //!
 //! Flags are kebab-case; pilot-discovery's camelCase spellings are accepted as aliases
-//! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--log_output_level`, `--log_as_json`), and the debounce
-//! settings also read Istio's `PILOT_DEBOUNCE_AFTER` / `PILOT_DEBOUNCE_MAX` environment variables.
+//! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--meshConfig`, `--log_output_level`,
+//! `--log_as_json`), and the debounce settings also read Istio's `PILOT_DEBOUNCE_AFTER` /
+//! `PILOT_DEBOUNCE_MAX` environment variables. pilot-discovery's flags that wayfinder does not
+//! take are refused by name, with what to use instead ([`refuse_unsupported`]).
 //!
 //! Every build has every flag, with the same defaults and help, so that scripts and
 //! environment variables (`CONSUL_HTTP_ADDR`, `CLUSTER_ID`) work with any build. A build
@@ -23,11 +25,13 @@ use crate::logging::{LevelError, LogLevel};
 use crate::registries::Kind;
 
 mod limits;
+mod pilot;
 mod secure;
 
 pub use crate::agent::args::{AgentArgs, AgentCommand};
 
 pub use limits::{LimitArgs, parse_bytes};
+pub use pilot::refuse_unsupported;
 pub use secure::SecureArgs;
 
 /// Command-line interface.
@@ -171,6 +175,15 @@ pub struct Discovery {
         value_parser = parse_absolute
     )]
     pub system_ca_file: String,
+    /// Istio's MeshConfig file (the `mesh` key of the `istio` ConfigMap), watched: its
+    /// `rootNamespace`, `trustDomain`, `outboundTrafficPolicy`, `localityLbSetting`,
+    /// `enableAutoMtls` and `connectTimeout` are acted on, and win over the flags for them.
+    #[arg(
+        long = "mesh-config",
+        visible_alias = "meshConfig",
+        value_name = "PATH"
+    )]
+    pub mesh_config: Option<PathBuf>,
     /// The root namespace: its policies without a workload selector (PeerAuthentication)
     /// apply to the whole mesh, as Istio's MeshConfig `rootNamespace`.
     #[arg(

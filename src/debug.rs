@@ -9,11 +9,18 @@
 //! | `/debug` | this list |
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
-//! | `/debug/configz[?kind=&namespace=&name=&start=&limit=&spec=]` | configuration sources (status, last error), every document and object refused now with its error, and the objects in force a page at a time (see `debug/configz.rs`) |
+//! | `/debug/configz[?kind=&namespace=&name=&start=&limit=&spec=]` | configuration sources (status, last error), the MeshConfig file's settings and errors, every document and object refused now with its error, and the objects in force a page at a time (see `debug/configz.rs`) |
 //! | `/debug/syncz` | per connected proxy: id, kind, peer address, connected since, per type sent/acked version, nonce, last NACK |
 //! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON |
+//! | `/debug/push_status` | the latest pushes and their totals per type |
 //! | `/metrics` (monitoring) | Prometheus text |
 //! | `/version` (monitoring) | build version |
+//!
+//! istiod's names for the same pages answer too (`ALIASES`), behind the same rule:
+//! `/debug/adsz` and `/debug/connections` (the connected proxies: `/debug/syncz`),
+//! `/debug/instancesz` and `/debug/endpointShardz` (services and their endpoints:
+//! `/debug/endpointz`), `/debug/list` (`/debug`). istiod's other pages (`/debug/cachez`,
+//! `/debug/sidecarz`, `/debug/pprof/`, …) have no counterpart and answer 404.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -29,6 +36,7 @@ use serde_json::{Value, json};
 
 mod configz;
 
+use crate::mesh_config::MeshStatus;
 use crate::metrics::Exposition;
 use crate::snapshot::{Health, SnapshotReader};
 use crate::xds::ads::AdsServer;
@@ -41,6 +49,7 @@ pub use trust::DebugToken;
 struct Debug {
     model: SnapshotReader,
     ads: AdsServer,
+    mesh: tokio::sync::watch::Receiver<Arc<MeshStatus>>,
     ready_requires_healthy: bool,
 }
 
@@ -59,7 +68,7 @@ const PAGES: [(&str, &str); 8] = [
     ),
     (
         "/debug/configz",
-        "configuration sources, what they refuse, the objects in force (?kind=&namespace=&name=&start=&limit=&spec=)",
+        "configuration sources, MeshConfig, what they refuse, the objects in force (?kind=&namespace=&name=&start=&limit=&spec=)",
     ),
     (
         "/debug/syncz",
@@ -73,6 +82,36 @@ const PAGES: [(&str, &str); 8] = [
     ("/debug", "this list"),
 ];
 
+/// istiod's debug paths that have a page here, and the page each answers as. istiod's
+/// `/debug/endpointz` is itself the old name of its `/debug/endpointShardz`; its
+/// `/debug/instancesz` lists the services each connected proxy is an instance of, which
+/// wayfinder shows by service (every endpoint with its address and labels).
+const ALIASES: [(&str, Page); 5] = [
+    ("/debug/adsz", Page::Syncz),
+    ("/debug/connections", Page::Syncz),
+    ("/debug/instancesz", Page::Endpointz),
+    ("/debug/endpointShardz", Page::Endpointz),
+    ("/debug/list", Page::List),
+];
+
+/// A page an alias answers as.
+#[derive(Clone, Copy)]
+enum Page {
+    Syncz,
+    Endpointz,
+    List,
+}
+
+impl Page {
+    fn path(self) -> &'static str {
+        match self {
+            Page::Syncz => "/debug/syncz",
+            Page::Endpointz => "/debug/endpointz",
+            Page::List => "/debug",
+        }
+    }
+}
+
 /// The debug HTTP routes. With `ready_requires_healthy`, `/ready` also answers 503 while any
 /// registry or configuration source is degraded (its last item was an error), for deployments
 /// that would rather send proxies to another replica than serve a registry's last good state.
@@ -83,23 +122,34 @@ const PAGES: [(&str, &str); 8] = [
 pub fn router(
     model: SnapshotReader,
     ads: AdsServer,
+    mesh: tokio::sync::watch::Receiver<Arc<MeshStatus>>,
     ready_requires_healthy: bool,
     token: Option<DebugToken>,
 ) -> Router {
-    Router::new()
+    let mut router = Router::new()
         .route("/debug", get(list))
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/configz", get(configz::configz))
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
-        .route("/debug/push_status", get(push_status))
+        .route("/debug/push_status", get(push_status));
+    for (alias, page) in ALIASES {
+        let handler = match page {
+            Page::Syncz => get(syncz),
+            Page::Endpointz => get(endpointz),
+            Page::List => get(list),
+        };
+        router = router.route(alias, handler);
+    }
+    router
         // Every route above needs trust; `/ready`, below, stays open for probes.
         .route_layer(middleware::from_fn_with_state(token, trust::require))
         .route("/ready", get(ready))
         .with_state(Debug {
             model,
             ads,
+            mesh,
             ready_requires_healthy,
         })
 }
@@ -148,12 +198,13 @@ async fn ready(State(d): State<Debug>) -> Response {
 }
 
 async fn list() -> Json<Value> {
-    Json(
-        PAGES
-            .iter()
-            .map(|(path, what)| json!({"path": path, "what": what}))
-            .collect(),
-    )
+    let pages = PAGES
+        .iter()
+        .map(|(path, what)| json!({"path": path, "what": what}));
+    let aliases = ALIASES.iter().map(
+        |(path, page)| json!({"path": path, "what": format!("istiod's name for {}", page.path())}),
+    );
+    Json(pages.chain(aliases).collect())
 }
 
 async fn registryz(State(d): State<Debug>) -> Json<Value> {

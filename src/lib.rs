@@ -26,6 +26,7 @@ pub mod credentials;
 pub mod debug;
 pub mod jwks;
 pub mod logging;
+pub mod mesh_config;
 pub mod metrics;
 mod net;
 pub mod registries;

@@ -34,6 +34,11 @@ async fn main() -> ExitCode {
     // reqwest is built without a default TLS provider (it would be aws-lc, a long C build);
     // every HTTP client in the process uses ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Err(e) = wayfinder::cli::refuse_unsupported(std::env::args_os()) {
+        // As clap refuses an unknown flag: on standard error, with its exit code.
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Discovery(args) => discovery(args).await,
@@ -59,7 +64,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn discovery(args: Discovery) -> anyhow::Result<()> {
+async fn discovery(mut args: Discovery) -> anyhow::Result<()> {
     init_logging(&args.log)?;
     server::raise_descriptor_limit();
     let config = registries::Config {
@@ -102,6 +107,27 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         .map(DebugToken::from_file)
         .transpose()
         .context("--debug-token-file")?;
+    // MeshConfig first: the CA signs for its trust domain.
+    let flags = wayfinder::xds::MeshSettings {
+        system_ca: args.system_ca_file.as_str().into(),
+        trust_domain: args.secure.trust_domain.as_str().into(),
+        root_namespace: args.root_namespace.as_str().into(),
+        ..Default::default()
+    };
+    let (mesh, mesh_config) = match &args.mesh_config {
+        Some(path) => {
+            let (mesh, status) = wayfinder::mesh_config::load(path, &flags)
+                .map_err(|e| anyhow::anyhow!("--meshConfig {e}"))?;
+            let file = server::MeshConfigFile {
+                path: path.clone(),
+                flags,
+                status,
+            };
+            (mesh, Some(file))
+        }
+        None => (flags, None),
+    };
+    args.secure.trust_domain = mesh.trust_domain.to_string();
     let secure = args.secure.load(token_reviewer)?;
     let stop = shutdown_signal();
     let running = server::start(server::Config {
@@ -114,11 +140,8 @@ async fn discovery(args: Discovery) -> anyhow::Result<()> {
         http_addr: args.http_addr,
         monitoring_addr: args.monitoring_addr,
         ready_requires_healthy: args.ready_requires_healthy,
-        mesh: wayfinder::xds::MeshSettings {
-            system_ca: args.system_ca_file.into(),
-            trust_domain: args.secure.trust_domain.into(),
-            root_namespace: args.root_namespace.into(),
-        },
+        mesh,
+        mesh_config,
         jwks: wayfinder::jwks::Settings {
             refresh: args.jwks_refresh_interval,
             max_bytes: usize::try_from(args.max_jwks_bytes).unwrap_or(usize::MAX),

@@ -13,16 +13,28 @@
 //! samples typed `counter`, so these are exposed under Istio's exact names with the type
 //! `unknown`; `rate()` and `increase()` work on them as on any counter. Wayfinder's own
 //! counters are ordinary counters with `_total`.
+//!
+//! Every series a dashboard may query exists from the start, at 0 until there is something
+//! to count: a labelled family is created with the label values it counts
+//! (`tests/it/dashboard.rs` checks this against Istio's control-plane dashboard). Besides
+//! what the server records, the exposition serves the process's own metrics
+//! (`metrics/process.rs`: `istio_build` and `process_*`) and the gauges the published
+//! snapshot answers when scraped (`metrics/snapshot_gauges.rs`).
+
+mod process;
+mod snapshot_gauges;
 
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
+
+use crate::snapshot::SnapshotReader;
 
 /// Buckets for push and build times, in seconds.
 pub(crate) const PUSH_BUCKETS: [f64; 6] = [0.01, 0.1, 0.5, 1.0, 3.0, 5.0];
@@ -42,11 +54,31 @@ pub struct ReasonLabel {
     pub reason: &'static str,
 }
 
+/// Labels `{type="Services",event="add"}` of Istio's Kubernetes event counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    /// The kind of object: `Services`, `EndpointSlice` (registry events), or a configuration
+    /// kind such as `VirtualService`.
+    pub r#type: &'static str,
+    /// `add`, `update` or `delete`.
+    pub event: &'static str,
+}
+
 /// Labels `{registry="File"}` for per-registry metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RegistryLabel {
     /// The registry's name.
     pub registry: String,
+}
+
+/// Creates the series of `family` with `labels`, at 0 until something is recorded in it, so
+/// that it is served from the start.
+pub(crate) fn present<S, M, C>(family: &Family<S, M, C>, labels: &S)
+where
+    S: Clone + std::hash::Hash + Eq,
+    C: MetricConstructor<M>,
+{
+    drop(family.get_or_create(labels));
 }
 
 /// A monotonic counter exposed under a name without `_total` (see the module docs).
@@ -119,7 +151,41 @@ pub struct ModelMetrics {
     pub registry_errors: Family<RegistryLabel, Counter>,
     /// `wayfinder_registry_services{registry}`: services the registry reports.
     pub registry_services: Family<RegistryLabel, Gauge>,
+    /// `pilot_k8s_reg_events{type,event}`: changes the Kubernetes registries reported, as
+    /// Istio's service controller counts its informers' events: `Services` `add`, `update`
+    /// and `delete` for a service added, redefined or removed, `EndpointSlice` `update` for
+    /// one whose endpoints alone changed. Wayfinder's adapter reports services with their
+    /// endpoints, not API objects, so one change of a service counts once however many
+    /// EndpointSlices and Pods made it.
+    pub k8s_reg_events: Family<EventLabels, IstioCounter>,
+    /// `pilot_k8s_cfg_events{type,event}`: Istio configuration objects the Kubernetes
+    /// configuration source added, changed or removed, by kind (`VirtualService`, …).
+    pub k8s_cfg_events: Family<EventLabels, IstioCounter>,
 }
+
+/// The series of `pilot_k8s_reg_events` that wayfinder counts, present from the start.
+const K8S_REG_EVENTS: [EventLabels; 4] = [
+    EventLabels {
+        r#type: "Services",
+        event: "add",
+    },
+    EventLabels {
+        r#type: "Services",
+        event: "update",
+    },
+    EventLabels {
+        r#type: "Services",
+        event: "delete",
+    },
+    EventLabels {
+        r#type: "EndpointSlice",
+        event: "update",
+    },
+];
+
+/// The events of `pilot_k8s_cfg_events`, each present from the start for every kind of
+/// configuration.
+const CONFIG_EVENTS: [&str; 3] = ["add", "update", "delete"];
 
 impl Default for ModelMetrics {
     /// Metrics registered nowhere, for tests and tools that run an aggregate alone.
@@ -145,7 +211,24 @@ impl ModelMetrics {
             registry_degraded: Family::default(),
             registry_errors: Family::default(),
             registry_services: Family::default(),
+            k8s_reg_events: Family::default(),
+            k8s_cfg_events: Family::default(),
         };
+        for labels in &K8S_REG_EVENTS {
+            present(&m.k8s_reg_events, labels);
+        }
+        for kind in wayfinder_config::Kind::ALL {
+            for event in CONFIG_EVENTS {
+                let labels = EventLabels {
+                    r#type: kind.name(),
+                    event,
+                };
+                present(&m.k8s_cfg_events, &labels);
+            }
+        }
+        for r#type in ["config", "eds", "svc", "svcdelete"] {
+            present(&m.inbound_updates, &TypeLabel { r#type });
+        }
         r.register(
             "pilot_inbound_updates",
             "Registry changes by kind",
@@ -211,6 +294,16 @@ impl ModelMetrics {
             "Services the registry reports",
             m.registry_services.clone(),
         );
+        r.register(
+            "pilot_k8s_reg_events",
+            "Events from k8s registry.",
+            m.k8s_reg_events.clone(),
+        );
+        r.register(
+            "pilot_k8s_cfg_events",
+            "Events from k8s config.",
+            m.k8s_cfg_events.clone(),
+        );
         m
     }
 
@@ -222,13 +315,25 @@ impl ModelMetrics {
     }
 }
 
+/// Registers the gauges the published snapshot answers when scraped (`pilot_virt_services`,
+/// `pilot_destrule_subsets`, `pilot_eds_no_instances`, `pilot_endpoint_not_ready`,
+/// `pilot_duplicate_envoy_clusters`; see `metrics/snapshot_gauges.rs`) in `r`, read from
+/// `model`'s snapshots; `domain` (`--domain`) resolves short hosts in configuration.
+pub fn register_snapshot_gauges(r: &mut Registry, model: SnapshotReader, domain: &str) {
+    r.register_collector(Box::new(snapshot_gauges::SnapshotGauges::new(
+        model, domain,
+    )));
+}
+
 /// Every metric the server records, as `/metrics` serves them: one Prometheus registry, which
-/// the server fills with the model's and the xDS server's metrics (`server::start`).
+/// the server fills with the model's and the xDS server's metrics (`server::start`), and the
+/// process's own (`istio_build`, `process_*`).
 pub struct Exposition(Registry);
 
 impl Exposition {
-    /// Serves what is registered in `registry`.
-    pub fn new(registry: Registry) -> Self {
+    /// Serves what is registered in `registry`, and the process's own metrics.
+    pub fn new(mut registry: Registry) -> Self {
+        process::register(&mut registry);
         Self(registry)
     }
 

@@ -49,9 +49,13 @@ pub struct Config {
     /// Whether `/ready` also requires every registry to be healthy (not degraded).
     pub ready_requires_healthy: bool,
     /// What generation reads besides the model: the system's CA bundle on the proxies'
-    /// machines (`--system-ca-file`), the trust domain (`--trust-domain`) and the root
-    /// namespace (`--root-namespace`).
+    /// machines (`--system-ca-file`), the trust domain (`--trust-domain`), the root
+    /// namespace (`--root-namespace`), and what MeshConfig sets (`--meshConfig`), as read at
+    /// start.
     pub mesh: crate::xds::MeshSettings,
+    /// `--meshConfig`: the file to follow, its state at start, and the flags' settings its
+    /// changes are overlaid on; `None` without the flag.
+    pub mesh_config: Option<MeshConfigFile>,
     /// How the keys of RequestAuthentication's issuers are fetched (`--jwks-refresh-interval`,
     /// `--max-jwks-bytes`).
     pub jwks: crate::jwks::Settings,
@@ -70,6 +74,16 @@ pub struct Config {
     /// Where gateways' credentials are read from, by cluster id, the primary first (see
     /// [`crate::credentials`]); empty: no cluster, so no credentials.
     pub secret_stores: Vec<(String, Arc<dyn crate::credentials::SecretStore>)>,
+}
+
+/// A MeshConfig file the server follows (see [`crate::mesh_config`]).
+pub struct MeshConfigFile {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// The flags' settings, which the file's are overlaid on.
+    pub flags: crate::xds::MeshSettings,
+    /// What it held at start ([`crate::mesh_config::load`]).
+    pub status: crate::mesh_config::MeshStatus,
 }
 
 /// The secure port (`--secure-grpc-addr`): what it listens on and signs with.
@@ -160,12 +174,23 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     let mut registry = prometheus_client::registry::Registry::default();
     let xds_metrics = Arc::new(XdsMetrics::new(&mut registry));
     let model_metrics = Arc::new(ModelMetrics::new(&mut registry));
-    let metrics = Arc::new(Exposition::new(registry));
     let mut aggregate = Aggregate::new(config.registries, config.settings, model_metrics);
     for source in config.config_sources {
         aggregate.add_config_source(source);
     }
     let model = aggregate.start(shutdown.clone());
+    crate::metrics::register_snapshot_gauges(&mut registry, model.clone(), &config.domain);
+    let metrics = Arc::new(Exposition::new(registry));
+    let (mesh_file, mesh_flags, mesh_status) = match config.mesh_config {
+        Some(file) => (Some(file.path), file.flags, file.status),
+        None => (None, config.mesh.clone(), Default::default()),
+    };
+    let (mesh, mesh_status) = crate::mesh_config::spawn(
+        mesh_file,
+        mesh_flags,
+        (config.mesh, mesh_status),
+        shutdown.clone(),
+    );
     let inputs = crate::xds::ads::InputChannels {
         jwks: crate::jwks::spawn(model.clone(), config.jwks, shutdown.clone()),
         credentials: crate::credentials::spawn(
@@ -173,12 +198,12 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
             config.secret_stores,
             shutdown.clone(),
         ),
+        mesh,
     };
     let ads = AdsServer::new(
         model.clone(),
         xds_metrics,
         &config.domain,
-        config.mesh,
         inputs,
         &config.limits,
         shutdown.clone(),
@@ -208,6 +233,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     let debug = crate::debug::router(
         model.clone(),
         ads.clone(),
+        mesh_status,
         config.ready_requires_healthy,
         config.debug_token,
     );

@@ -43,8 +43,37 @@ pub struct Snapshot {
     pub sources: Vec<Source>,
     /// Istio traffic configuration.
     pub config: Arc<TrafficConfig>,
+    /// What changed in the sources since the previous snapshot, which the aggregate sets
+    /// when it publishes (zero in a snapshot made otherwise).
+    #[serde(skip)]
+    pub triggers: Triggers,
     #[serde(skip)]
     visible: visibility::Index,
+}
+
+/// The changes that made a snapshot, counted by the reasons Istio gives a push
+/// (`pilot_push_triggers{type}`): its registries' and configuration sources' changes since
+/// the previous snapshot, each counted once, as Istio counts the events merged into one push
+/// request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Triggers {
+    /// Services whose endpoints alone changed (Istio's `endpoint`).
+    pub endpoint: u64,
+    /// Services added, redefined or removed (Istio's `service`).
+    pub service: u64,
+    /// Configuration objects added, changed or removed (Istio's `config`).
+    pub config: u64,
+}
+
+impl Triggers {
+    /// Each reason with its count, by Istio's name, zero counts included.
+    pub fn by_reason(&self) -> [(&'static str, u64); 3] {
+        [
+            ("endpoint", self.endpoint),
+            ("service", self.service),
+            ("config", self.config),
+        ]
+    }
 }
 
 /// One service after merging what every registry reported for its key.
@@ -178,6 +207,7 @@ impl Snapshot {
             conflicts,
             sources,
             config,
+            triggers: Triggers::default(),
             visible,
         }
     }

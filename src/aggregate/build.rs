@@ -8,9 +8,9 @@ use wayfinder_registry::{Event, Registration, RegistryError, RegistryId, Service
 
 use super::config_store::ConfigObjects;
 use super::source::{SourceState, Store};
-use super::store::Services;
+use super::store::{Change, ChangeKind, Services};
 use super::{Origin, merge};
-use crate::snapshot::{Conflict, InvariantError, Snapshot, Source, TrafficConfig};
+use crate::snapshot::{Conflict, InvariantError, Snapshot, Source, TrafficConfig, Triggers};
 
 /// Every source's store, and what merging them found so far.
 pub(super) struct Model {
@@ -27,12 +27,34 @@ pub(super) struct Dirty {
     pub(super) services: BTreeSet<ServiceKey>,
     /// True when any configuration object changed.
     pub(super) config: bool,
+    /// The changes, by Istio's push reasons, that the next snapshot carries.
+    pub(super) triggers: Triggers,
 }
 
 impl Dirty {
     pub(super) fn clear(&mut self) {
         self.services.clear();
         self.config = false;
+        self.triggers = Triggers::default();
+    }
+
+    /// Marks the services `changes` name for merging, and counts them.
+    pub(super) fn note(&mut self, changes: &[Change]) {
+        for change in changes {
+            match change.kind {
+                ChangeKind::EndpointsOnly => self.triggers.endpoint += 1,
+                ChangeKind::Added | ChangeKind::Updated | ChangeKind::Removed => {
+                    self.triggers.service += 1;
+                }
+            }
+            self.services.insert(change.key.clone());
+        }
+    }
+
+    /// Marks the configuration changed by `changes`, and counts them.
+    pub(super) fn note_config(&mut self, changes: usize) {
+        self.config |= changes > 0;
+        self.triggers.config += changes as u64;
     }
 }
 
@@ -135,8 +157,9 @@ impl Model {
     /// merged. The whole check made a change of one service cost a pass over every endpoint
     /// of the mesh; debug builds still run it, to catch a build that breaks this rule.
     pub(super) fn next(&mut self, current: &Snapshot, dirty: &Dirty) -> Snapshot {
-        let snapshot = self.build(current, dirty);
+        let mut snapshot = self.build(current, dirty);
         debug_assert_eq!(snapshot.validate(), Ok(()));
+        snapshot.triggers = dirty.triggers;
         snapshot
     }
 
@@ -175,7 +198,7 @@ pub fn snapshot_with_config(
     for (index, (id, registrations)) in sources.into_iter().enumerate() {
         let mut store = Store::new(id, Services::new(index));
         let (changes, _refused) = store.apply(Event::Reset(registrations));
-        dirty.services.extend(changes.into_iter().map(|c| c.key));
+        dirty.note(&changes);
         stores.push(store);
     }
     let mut config_store = Store::new(RegistryId::new("config"), ConfigObjects::default());
@@ -220,9 +243,7 @@ impl Replay {
     /// If `registry` is not the position of one of the registries given to [`Replay::new`].
     pub fn apply(&mut self, registry: usize, event: Event) -> Vec<RegistryError> {
         let (changes, refused) = self.model.stores[registry].apply(event);
-        self.dirty
-            .services
-            .extend(changes.into_iter().map(|c| c.key));
+        self.dirty.note(&changes);
         refused
     }
 

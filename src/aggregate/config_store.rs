@@ -7,7 +7,23 @@ use wayfinder_config::{ConfigKey, ConfigObject, Refusal, validate};
 use wayfinder_registry::{RegistryError, RegistryId};
 
 use super::source::{Applied, Contents};
+use super::store::ChangeKind;
 use crate::snapshot::Holds;
+
+/// What one event did to one configuration object of one source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigChange {
+    /// The object.
+    pub key: ConfigKey,
+    /// `Added`, `Updated` or `Removed` (never `EndpointsOnly`, which is for services).
+    pub kind: ChangeKind,
+}
+
+impl ConfigChange {
+    fn new(key: ConfigKey, kind: ChangeKind) -> Self {
+        Self { key, kind }
+    }
+}
 
 /// One configuration source's objects as the aggregate holds them: only objects that passed
 /// validation. Sources validate too (and can say where an object came from); checking again
@@ -36,7 +52,7 @@ impl ConfigObjects {
 
 impl Contents for ConfigObjects {
     type Item = Arc<ConfigObject>;
-    type Change = ConfigKey;
+    type Change = ConfigChange;
 
     fn reset(&mut self, _: &RegistryId, objects: Vec<Arc<ConfigObject>>, out: &mut Applied<Self>) {
         self.own_refused.clear();
@@ -61,13 +77,16 @@ impl Contents for ConfigObjects {
             self.objects
                 .keys()
                 .filter(|k| !next.contains_key(*k))
-                .cloned(),
+                .map(|k| ConfigChange::new(k.clone(), ChangeKind::Removed)),
         );
-        out.changes.extend(
-            next.iter()
-                .filter(|(k, o)| self.objects.get(*k) != Some(*o))
-                .map(|(k, _)| k.clone()),
-        );
+        out.changes.extend(next.iter().filter_map(|(k, o)| {
+            let kind = match self.objects.get(k) {
+                None => ChangeKind::Added,
+                Some(old) if old != o => ChangeKind::Updated,
+                Some(_) => return None,
+            };
+            Some(ConfigChange::new(k.clone(), kind))
+        }));
         self.objects = next;
     }
 
@@ -76,10 +95,13 @@ impl Contents for ConfigObjects {
             Ok(()) => {
                 let key = object.key();
                 self.judged(&key, &object, None);
-                if self.objects.get(&key) != Some(&object) {
-                    out.changes.push(key.clone());
-                    self.objects.insert(key, object);
-                }
+                let kind = match self.objects.get(&key) {
+                    None => ChangeKind::Added,
+                    Some(old) if *old != object => ChangeKind::Updated,
+                    Some(_) => return,
+                };
+                out.changes.push(ConfigChange::new(key.clone(), kind));
+                self.objects.insert(key, object);
             }
             Err(err) => {
                 self.judged(&object.key(), &object, Some(&err));
@@ -91,7 +113,8 @@ impl Contents for ConfigObjects {
     fn remove(&mut self, key: ConfigKey, out: &mut Applied<Self>) {
         self.own_refused.remove(&key);
         if self.objects.remove(&key).is_some() {
-            out.changes.push(key);
+            out.changes
+                .push(ConfigChange::new(key, ChangeKind::Removed));
         }
     }
 
@@ -206,5 +229,45 @@ mod tests {
         store.apply(ConfigEvent::Refused(vec![refusal("reviews")]));
         store.apply(ConfigEvent::Reset(Vec::new()));
         assert!(store.refused().is_empty());
+    }
+
+    #[test]
+    fn changes_say_whether_an_object_was_added_updated_or_removed() {
+        let mut store = Store::new(RegistryId::new("config"), ConfigObjects::default());
+        let kinds = |(changes, _): (Vec<ConfigChange>, _)| -> Vec<(String, ChangeKind)> {
+            changes
+                .into_iter()
+                .map(|c| (c.key.name.to_string(), c.kind))
+                .collect()
+        };
+        let reset = ConfigEvent::Reset(vec![rule("a", "a"), rule("b", "b")]);
+        assert_eq!(
+            kinds(store.apply(reset)),
+            [
+                ("a".into(), ChangeKind::Added),
+                ("b".into(), ChangeKind::Added)
+            ]
+        );
+        let upsert = ConfigEvent::Upsert(rule("a", "a2"));
+        assert_eq!(
+            kinds(store.apply(upsert)),
+            [("a".into(), ChangeKind::Updated)]
+        );
+        let same = ConfigEvent::Upsert(rule("a", "a2"));
+        assert_eq!(kinds(store.apply(same)), []);
+        let reset = ConfigEvent::Reset(vec![rule("a", "a3"), rule("c", "c")]);
+        assert_eq!(
+            kinds(store.apply(reset)),
+            [
+                ("b".into(), ChangeKind::Removed),
+                ("a".into(), ChangeKind::Updated),
+                ("c".into(), ChangeKind::Added),
+            ]
+        );
+        let remove = ConfigEvent::Remove(rule("c", "c").key());
+        assert_eq!(
+            kinds(store.apply(remove)),
+            [("c".into(), ChangeKind::Removed)]
+        );
     }
 }

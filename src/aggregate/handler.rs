@@ -22,11 +22,13 @@
 //! - Handlers must return quickly: they run on the task that applies every registry's events.
 //!   Slow work belongs on another task fed by a channel.
 
-use wayfinder_config::{ConfigKey, ConfigObject};
+use wayfinder_config::ConfigObject;
 use wayfinder_registry::{Registration, RegistryError, RegistryId};
 
+use super::config_store::ConfigChange;
 use super::store::{Change, ChangeKind};
-use crate::metrics::{ModelMetrics, TypeLabel};
+use crate::metrics::{EventLabels, ModelMetrics, TypeLabel};
+use crate::registries::Kind;
 use crate::snapshot::Snapshot;
 use std::sync::Arc;
 
@@ -39,7 +41,7 @@ pub trait Handler: Send {
     fn on_config(
         &mut self,
         _source: &RegistryId,
-        _key: &ConfigKey,
+        _change: &ConfigChange,
         _current: Option<&ConfigObject>,
     ) {
     }
@@ -65,11 +67,16 @@ impl Handler for LogHandler {
         tracing::debug!(%registry, service = %change.key, kind = ?change.kind, endpoints, "registry change");
     }
 
-    fn on_config(&mut self, source: &RegistryId, key: &ConfigKey, current: Option<&ConfigObject>) {
+    fn on_config(
+        &mut self,
+        source: &RegistryId,
+        change: &ConfigChange,
+        current: Option<&ConfigObject>,
+    ) {
         let origin = current
             .map(|o| o.meta.origin.to_string())
             .unwrap_or_default();
-        tracing::debug!(%source, object = %key, removed = current.is_none(), %origin, "configuration change");
+        tracing::debug!(%source, object = %change.key, kind = ?change.kind, %origin, "configuration change");
     }
 
     fn on_error(&mut self, registry: &RegistryId, error: &RegistryError) {
@@ -85,13 +92,14 @@ impl Handler for LogHandler {
     }
 }
 
-/// Counts changes (`pilot_inbound_updates`) and errors per registry.
+/// Counts changes (`pilot_inbound_updates`, and for Kubernetes sources Istio's
+/// `pilot_k8s_reg_events` and `pilot_k8s_cfg_events`) and errors per registry.
 pub struct MetricsHandler(pub Arc<ModelMetrics>);
 
 impl Handler for MetricsHandler {
     fn on_change(
         &mut self,
-        _registry: &RegistryId,
+        registry: &RegistryId,
         change: &Change,
         _current: Option<&Registration>,
     ) {
@@ -104,18 +112,35 @@ impl Handler for MetricsHandler {
             .inbound_updates
             .get_or_create(&TypeLabel { r#type: kind })
             .inc();
+        if is_kubernetes(registry) {
+            let (r#type, event) = match change.kind {
+                ChangeKind::EndpointsOnly => ("EndpointSlice", "update"),
+                kind => ("Services", event(kind)),
+            };
+            self.0
+                .k8s_reg_events
+                .get_or_create(&EventLabels { r#type, event })
+                .inc();
+        }
     }
 
     fn on_config(
         &mut self,
-        _source: &RegistryId,
-        _key: &ConfigKey,
+        source: &RegistryId,
+        change: &ConfigChange,
         _current: Option<&ConfigObject>,
     ) {
         self.0
             .inbound_updates
             .get_or_create(&TypeLabel { r#type: "config" })
             .inc();
+        if is_kubernetes(source) {
+            let labels = EventLabels {
+                r#type: change.key.kind.name(),
+                event: event(change.kind),
+            };
+            self.0.k8s_cfg_events.get_or_create(&labels).inc();
+        }
     }
 
     fn on_error(&mut self, registry: &RegistryId, error: &RegistryError) {
@@ -133,5 +158,89 @@ impl Handler for MetricsHandler {
             .registry_errors
             .get_or_create(&ModelMetrics::registry_label(registry.as_str()))
             .inc();
+    }
+}
+
+/// True for a Kubernetes cluster's registry (`Kubernetes`, or `Kubernetes/<cluster>` when
+/// there are several) and for the Kubernetes configuration source (`Kubernetes`): the
+/// sources whose changes Istio counts as Kubernetes events. The ServiceEntries and
+/// WorkloadEntries read from the API (`Config/k8s`) reach the aggregate as the services they
+/// define, not as objects, and are not counted as configuration events.
+fn is_kubernetes(source: &RegistryId) -> bool {
+    let name = Kind::Kubernetes.name();
+    source
+        .as_str()
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Istio's name of an event (`model.Event`).
+fn event(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Added => "add",
+        ChangeKind::Updated | ChangeKind::EndpointsOnly => "update",
+        ChangeKind::Removed => "delete",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::EventLabels;
+    use wayfinder_config::{ConfigKey, Kind as ConfigKind};
+    use wayfinder_registry::ServiceKey;
+
+    fn reg_events(m: &ModelMetrics, r#type: &'static str, event: &'static str) -> u64 {
+        m.k8s_reg_events
+            .get_or_create(&EventLabels { r#type, event })
+            .get()
+    }
+
+    #[test]
+    fn kubernetes_sources_count_istio_s_events_and_others_do_not() {
+        let metrics = Arc::new(ModelMetrics::default());
+        let mut handler = MetricsHandler(metrics.clone());
+        let change = |kind| Change {
+            registry: 0,
+            key: ServiceKey::new("default", "a.default.svc.cluster.local"),
+            kind,
+        };
+        for id in [
+            "Kubernetes",
+            "Kubernetes/east",
+            "Consul",
+            "KubernetesX",
+            "Config/k8s",
+        ] {
+            let id = RegistryId::new(id);
+            for kind in [
+                ChangeKind::Added,
+                ChangeKind::EndpointsOnly,
+                ChangeKind::Updated,
+                ChangeKind::Removed,
+            ] {
+                handler.on_change(&id, &change(kind), None);
+            }
+        }
+        assert_eq!(reg_events(&metrics, "Services", "add"), 2);
+        assert_eq!(reg_events(&metrics, "Services", "update"), 2);
+        assert_eq!(reg_events(&metrics, "Services", "delete"), 2);
+        assert_eq!(reg_events(&metrics, "EndpointSlice", "update"), 2);
+
+        let config = ConfigChange {
+            key: ConfigKey {
+                kind: ConfigKind::VirtualService,
+                namespace: "default".into(),
+                name: "reviews".into(),
+            },
+            kind: ChangeKind::Updated,
+        };
+        handler.on_config(&RegistryId::new("Kubernetes"), &config, None);
+        handler.on_config(&RegistryId::new("config-dir"), &config, None);
+        let labels = EventLabels {
+            r#type: "VirtualService",
+            event: "update",
+        };
+        assert_eq!(metrics.k8s_cfg_events.get_or_create(&labels).get(), 1);
     }
 }

@@ -68,8 +68,8 @@ impl Runner {
                     self.handlers
                         .iter_mut()
                         .for_each(|h| h.on_change(&id, change, current));
-                    self.dirty.services.insert(change.key.clone());
                 }
+                self.dirty.note(&changes);
                 if !changes.is_empty() {
                     self.record(Origin::Registry(i));
                 }
@@ -81,15 +81,18 @@ impl Runner {
                 for err in &refused {
                     self.handlers.iter_mut().for_each(|h| h.on_error(&id, err));
                 }
-                for key in &changed {
-                    let current = self.model.config_stores[i].contents.objects.get(key);
+                for change in &changed {
+                    let current = self.model.config_stores[i]
+                        .contents
+                        .objects
+                        .get(&change.key);
                     let current = current.map(|o| &**o);
                     self.handlers
                         .iter_mut()
-                        .for_each(|h| h.on_config(&id, key, current));
+                        .for_each(|h| h.on_config(&id, change, current));
                 }
+                self.dirty.note_config(changed.len());
                 if !changed.is_empty() {
-                    self.dirty.config = true;
                     self.record(Origin::Config(i));
                 }
             }

@@ -19,8 +19,8 @@ pub struct Change {
     pub kind: ChangeKind,
 }
 
-/// How a service changed. The distinction lets later stages do less work for the commonest
-/// change, an endpoint coming or going.
+/// How a service (or a configuration object) changed. The distinction lets later stages do
+/// less work for the commonest change, an endpoint coming or going.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
@@ -28,7 +28,7 @@ pub enum ChangeKind {
     Added,
     /// The service definition changed (and perhaps its endpoints).
     Updated,
-    /// Only the endpoints changed; the definition is identical.
+    /// Only the endpoints changed; the definition is identical (services only).
     EndpointsOnly,
     /// The registry no longer has the service.
     Removed,

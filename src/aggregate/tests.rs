@@ -385,7 +385,16 @@ async fn handlers_see_classified_changes_in_order_with_the_store_already_updated
     svc.ports[0].number = 9090;
     handle_a.upsert_service(svc).await;
     handle_a.remove(&key("a")).await;
-    next_version(&handle, 1).await;
+    let snap = next_version(&handle, 1).await;
+    assert_eq!(
+        snap.triggers,
+        crate::snapshot::Triggers {
+            endpoint: 1,
+            service: 2,
+            config: 0
+        },
+        "the snapshot counts the changes it carries, by Istio's push reasons"
+    );
     let seen = recorder.0.lock().unwrap().clone();
     let host = "A:a.default.svc.cluster.local".to_string();
     assert_eq!(

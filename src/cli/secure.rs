@@ -20,7 +20,7 @@ const ISTIOD_SAN: &str = "istiod.istio-system.svc";
 pub struct SecureArgs {
     /// The secure port: ADS over mutual TLS and the certificate API
     /// (`istio.v1.auth.IstioCertificateService`); `''` turns it (and the CA) off.
-    #[arg(long = "secure-grpc-addr", visible_alias = "secureGrpcAddr", default_value = ":15012", value_parser = parse_listen_addr, value_name = "ADDR")]
+    #[arg(long = "secure-grpc-addr", visible_aliases = ["secureGrpcAddr", "secureGRPCAddr"], default_value = ":15012", value_parser = parse_listen_addr, value_name = "ADDR")]
     pub secure_grpc_addr: ::std::option::Option<SocketAddr>,
     /// The names in the secure port's certificate (repeatable, comma-separated); default:
     /// this host's name, `localhost`, `127.0.0.1`, `::1` and `istiod.istio-system.svc`.

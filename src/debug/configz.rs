@@ -19,7 +19,9 @@
 //! `credentials` (gateways' Secrets, never their bytes: each cluster's `watching`, `synced`,
 //! `secrets` count and last `error`; each credential the Gateways name with the Gateways that
 //! name it and, per namespace holding a Secret of that name, whether it `serves` (or the
-//! `error` why not); and the answers about who may read them),
+//! `error` why not); and the answers about who may read them), `mesh_config` (the
+//! `--meshConfig` file's `path`, its last good `config` as read, the `warnings` about fields
+//! not acted on, and the `error` that keeps its latest change out of force),
 //! `refused` (every document and object refused now, by every source, as `{source, file,
 //! document, line, kind, namespace, name, error}`; an entry leaves when it is fixed; at most
 //! 1,000, with `refused_total`), `objects` (the page), `total` (objects matching the
@@ -137,11 +139,13 @@ pub(super) async fn configz(
             listed.push(entry);
         }
     }
+    let mesh = d.mesh.borrow().clone();
     Json(json!({
         "snapshot_version": snapshot.version,
         "sources": *sources,
         "jwks": jwks(d.ads.current().keys()),
         "credentials": credentials(&snapshot, d.ads.current().credentials()),
+        "mesh_config": mesh,
         "refused": listed,
         "refused_total": refused_total,
         "objects": objects,

@@ -170,11 +170,14 @@ pub fn egress_allows(
 }
 
 /// True when a Sidecar sends traffic for unknown destinations nowhere (`REGISTRY_ONLY`).
-pub fn registry_only(sidecar: Option<&Sidecar>) -> bool {
-    sidecar
+pub fn registry_only(sidecar: Option<&Sidecar>, mesh: bool) -> bool {
+    match sidecar
         .and_then(|s| s.outbound_traffic_policy.as_ref())
         .and_then(|p| p.mode.as_deref())
-        == Some("REGISTRY_ONLY")
+    {
+        Some(mode) => mode == "REGISTRY_ONLY",
+        None => mesh,
+    }
 }
 
 /// True for VirtualServices that apply to sidecars: no gateways, or `mesh` among them.

@@ -22,6 +22,7 @@ mod service;
 mod state;
 mod status;
 mod subscription;
+mod triggers;
 mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -59,7 +60,7 @@ use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
 use crate::xds::observe::{HEALTH_TYPE, StreamObserver};
 use crate::xds::proxy::Proxy;
-use crate::xds::{MeshSettings, PerType, TypeUrl, XdsSnapshot, json};
+use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
 
 /// How a stream's connection came in.
 #[derive(Clone, Debug)]
@@ -164,15 +165,15 @@ fn read_limits(limits: &Limits, in_use: Gauge) -> ReadLimits {
 }
 
 impl AdsServer {
-    /// A server over the published model snapshots. `domain` is the mesh domain (`--domain`),
-    /// `mesh` the server's settings generation reads (see [`MeshSettings`]).
-    /// It follows new snapshots until `shutdown`. Of `limits`, the push throttle and the
+    /// A server over the published model snapshots. `domain` is the mesh domain (`--domain`);
+    /// `inputs` are what generation reads besides the model (JWT keys, credentials, and the
+    /// server's settings: see [`MeshSettings`](crate::xds::MeshSettings)). It follows new
+    /// snapshots and inputs until `shutdown`. Of `limits`, the push throttle and the
     /// new-stream rate apply here; connection ages are the accept loop's (`server`).
     pub fn new(
         model: SnapshotReader,
         metrics: Arc<XdsMetrics>,
         domain: &str,
-        mesh: MeshSettings,
         mut inputs: InputChannels,
         limits: &Limits,
         shutdown: CancellationToken,
@@ -181,11 +182,8 @@ impl AdsServer {
         let model_versions = model.versions();
         let first = model.snapshot();
         let (tx, versions) = watch::channel(first.version);
-        let current = ArcSwap::from_pointee(
-            XdsSnapshot::new(first, domain)
-                .with_mesh(mesh)
-                .with_inputs(inputs.current()),
-        );
+        let current =
+            ArcSwap::from_pointee(XdsSnapshot::new(first, domain).with_inputs(inputs.current()));
         let read_limits = read_limits(limits, metrics.xds_request_budget.clone());
         let push_budget =
             PushBudget::new(limits.push_budget_bytes, metrics.xds_push_budget.clone());
@@ -296,14 +294,19 @@ impl AdsServer {
             () = progress.stalled(timeout) => Err(StreamError::Stalled(timeout)),
         };
         if let Err(err) = result {
+            let m = &self.inner.metrics;
+            if err.is_internal() {
+                m.xds_internal_errors.inc();
+            }
+            if let StreamError::Stalled(_) = err {
+                m.xds_write_timeouts.inc();
+            }
             if let StreamError::Ended(why) = err {
                 tracing::debug!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), why, "ending an xDS stream");
             } else if err.is_quiet() {
                 tracing::debug!(peer = %peer.addr(), node = peer.node.as_deref().unwrap_or("-"), reason = %err, "xDS stream ended by the client");
             } else {
-                self.inner
-                    .metrics
-                    .xds_refused_streams
+                m.xds_refused_streams
                     .get_or_create(&ReasonLabel {
                         reason: err.reason(),
                     })
@@ -392,6 +395,7 @@ impl AdsServer {
         let mut state = P::new(proxy, self.inner.identifier.clone())
             .with_max_names(self.inner.read_limits.max_names);
         let mut versions = self.inner.versions.clone();
+        let mut pushed = triggers::Pushed::new(&self.current());
         versions.mark_unchanged();
         let mut next = Some(first);
         loop {
@@ -408,7 +412,7 @@ impl AdsServer {
                         None => return Ok(()),
                     },
                     changed = versions.changed() => {
-                        if changed.is_err() || !self.push(&mut state, out).await {
+                        if changed.is_err() || !self.push(&mut state, &mut pushed, out).await {
                             return Ok(());
                         }
                     }
@@ -466,9 +470,16 @@ impl AdsServer {
         Ok(self.send(state, outcome.responses, None, out).await)
     }
 
-    /// Pushes the newest snapshot; false when the client went away.
-    async fn push<P: Protocol>(&self, state: &mut P, out: &mut Outbox) -> bool {
+    /// Pushes the newest snapshot, counting why (`pushed`: what the stream pushed last);
+    /// false when the client went away.
+    async fn push<P: Protocol>(
+        &self,
+        state: &mut P,
+        pushed: &mut triggers::Pushed,
+        out: &mut Outbox,
+    ) -> bool {
         let snap = self.current();
+        pushed.record(&snap, &self.inner.metrics);
         let responses = state.on_snapshot(&snap);
         // Boxed, as `answer` is where it is called.
         Box::pin(self.send(state, responses, Some(snap.published()), out)).await
@@ -513,6 +524,14 @@ impl Drop for Registration<'_> {
             if let Some(observer) = self.server.inner.observer.get() {
                 observer.closed(self.id);
             }
+        } else {
+            // Only this guard removes a registered connection: istiod counts the same loss
+            // (`removeCon` of a connection it does not hold) as an internal error.
+            tracing::error!(
+                connection = self.id,
+                "an xDS stream's connection was not registered when it closed"
+            );
+            self.server.inner.metrics.xds_internal_errors.inc();
         }
         self.server.inner.metrics.xds_clients.dec();
     }

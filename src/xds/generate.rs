@@ -46,7 +46,7 @@ mod security;
 mod upstream_tls;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use wayfinder_config::{ConfigKey, ConfigMeta, DestinationRule, Kind};
@@ -70,9 +70,10 @@ pub use self::picked::{Picked, Place};
 use self::scope::Changes;
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
 
-/// The server's settings that generation reads besides the model: fixed at start and shared
-/// by every snapshot of one server, and so in no cache key.
-#[derive(Clone, Debug)]
+/// The server's settings that generation reads besides the model: the flags' and MeshConfig's
+/// (`crate::mesh_config`). Shared by every snapshot, and so in no cache key: a change starts
+/// the next snapshot afresh ([`XdsSnapshot::next_with`]).
+#[derive(Clone, Debug, PartialEq)]
 pub struct MeshSettings {
     /// The system's trust store on the proxies' machines (`--system-ca-file`): upstream TLS
     /// of a DestinationRule without `caCertificates` verifies against it.
@@ -83,6 +84,16 @@ pub struct MeshSettings {
     /// The root namespace (`--root-namespace`): its PeerAuthentication without a selector is
     /// the mesh's.
     pub root_namespace: Arc<str>,
+    /// Sidecars without a Sidecar's policy send unknown destinations nowhere (MeshConfig's
+    /// `outboundTrafficPolicy: REGISTRY_ONLY`).
+    pub registry_only: bool,
+    /// Locality load balancing where a DestinationRule sets none (MeshConfig's
+    /// `localityLbSetting`; `None`: Istio's default, enabled).
+    pub locality_lb: Option<wayfinder_config::LocalityLbSetting>,
+    /// Auto mTLS to workloads with a sidecar (MeshConfig's `enableAutoMtls`, default on).
+    pub auto_mtls: bool,
+    /// Clusters' connect timeout (MeshConfig's `connectTimeout`, Istio's default 10 s).
+    pub connect_timeout: std::time::Duration,
 }
 
 impl Default for MeshSettings {
@@ -91,6 +102,10 @@ impl Default for MeshSettings {
             system_ca: DEFAULT_SYSTEM_CA_FILE.into(),
             trust_domain: "cluster.local".into(),
             root_namespace: "istio-system".into(),
+            registry_only: false,
+            locality_lb: None,
+            auto_mtls: true,
+            connect_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -113,7 +128,7 @@ pub struct XdsSnapshot {
     outbound: Memo<(ScopeKey, MeshTls), Outbound>,
     grpc_scopes: Memo<Arc<str>, [Arc<Layer>; 2]>,
     grpc_routing: Memo<Arc<str>, [Arc<Layer>; 2]>,
-    listeners: Memo<(ScopeKey, ListenSettings), Arc<Layer>>,
+    listeners: Memo<(ScopeKey, ListenSettings), OutboundListeners>,
     gateways: Memo<GatewayKey, [Arc<Layer>; 3]>,
     routes: Memo<(ScopeKey, Arc<str>), Arc<Layer>>,
     /// A sidecar's inbound clusters and listener, by what they depend on: every sidecar of
@@ -124,6 +139,9 @@ pub struct XdsSnapshot {
     /// The assignments of a scope's clusters with locality load balancing, for one place.
     localized: Memo<(ScopeKey, MeshTls, locality::Place), Arc<Layer>>,
     instances: OnceLock<inbound::Index>,
+    /// [`XdsSnapshot::listener_conflicts`] as last counted; `None` once a scope's listeners
+    /// were generated since.
+    conflicts: Mutex<Option<crate::xds::metrics::ListenerConflicts>>,
 }
 
 /// What generation reads besides the model that the server's own tasks provide: the JWT keys
@@ -135,6 +153,8 @@ pub struct Inputs {
     pub jwks: Arc<JwksTable>,
     /// The Secrets gateways' `credentialName`s name, and who may read them.
     pub credentials: Arc<Credentials>,
+    /// The server's settings, its flags overlaid with MeshConfig (`--meshConfig`).
+    pub mesh: Arc<MeshSettings>,
 }
 
 /// What one service contributes, per type, for one kind of proxy.
@@ -156,6 +176,17 @@ pub(crate) struct Outbound {
 
 /// Generated again, the layers are compared with the previous ones.
 impl Value for Outbound {
+    const COMPARED: bool = true;
+}
+
+/// A sidecar scope's outbound listeners, and the listeners its services could not have.
+pub(crate) struct OutboundListeners {
+    layer: Arc<Layer>,
+    conflicts: listener::Conflicts,
+}
+
+/// Generated again, the layer is compared with the previous one.
+impl Value for OutboundListeners {
     const COMPARED: bool = true;
 }
 
@@ -188,6 +219,7 @@ impl XdsSnapshot {
             secrets: Memo::new(&SECRETS),
             localized: Memo::new(&LOCALIZED),
             instances: OnceLock::new(),
+            conflicts: Mutex::new(None),
         }
     }
 
@@ -214,19 +246,27 @@ impl XdsSnapshot {
         previous: &XdsSnapshot,
         jwks: Arc<JwksTable>,
     ) -> Self {
-        let credentials = previous.credentials.clone();
-        Self::next_with(model, domain, previous, Inputs { jwks, credentials })
+        let inputs = Inputs {
+            jwks,
+            ..previous.inputs()
+        };
+        Self::next_with(model, domain, previous, inputs)
     }
 
     /// [`XdsSnapshot::next`] with the server's `inputs`: new JWT keys rebuild what reads them
     /// (`Reads::KEYS`: gateways' listeners; a sidecar's inbound side holds its keys in its
-    /// key), new credentials the secrets (`Reads::CREDENTIALS`).
+    /// key), new credentials the secrets (`Reads::CREDENTIALS`). New mesh settings (a
+    /// MeshConfig change, rare) rebuild everything: the snapshot starts afresh, and streams
+    /// compare what they hold by content versions, so they send only what differs.
     pub fn next_with(
         model: Arc<Snapshot>,
         domain: &str,
         previous: &XdsSnapshot,
         inputs: Inputs,
     ) -> Self {
+        if !Arc::ptr_eq(&previous.mesh, &inputs.mesh) {
+            return Self::new(model, domain).with_inputs(inputs);
+        }
         let mut changes = Changes::between(&previous.model, &model);
         changes.keys = !Arc::ptr_eq(&previous.jwks, &inputs.jwks);
         changes.credentials = !Arc::ptr_eq(&previous.credentials, &inputs.credentials);
@@ -248,6 +288,7 @@ impl XdsSnapshot {
             secrets: previous.secrets.next(&changes),
             localized: previous.localized.next(&changes),
             instances: OnceLock::new(),
+            conflicts: Mutex::new(None),
             model,
         }
     }
@@ -271,6 +312,7 @@ impl XdsSnapshot {
     pub fn with_inputs(mut self, inputs: Inputs) -> Self {
         self.jwks = inputs.jwks;
         self.credentials = inputs.credentials;
+        self.mesh = inputs.mesh;
         self
     }
 
@@ -289,6 +331,7 @@ impl XdsSnapshot {
         Inputs {
             jwks: self.jwks.clone(),
             credentials: self.credentials.clone(),
+            mesh: self.mesh.clone(),
         }
     }
 
@@ -345,7 +388,15 @@ impl XdsSnapshot {
             ns.clone(),
             scope.map(|(meta, _)| config_key(Kind::Sidecar, meta)),
         );
-        let ctx = || Ctx::scoped(&self.model, &self.domain, ns, scope);
+        let ctx = || {
+            Ctx::scoped(
+                &self.model,
+                &self.domain,
+                ns,
+                scope,
+                self.mesh.registry_only,
+            )
+        };
         let mesh_tls = proxy.mesh_tls();
         let upstreams = cluster::Upstreams {
             mesh: &self.mesh,
@@ -356,7 +407,7 @@ impl XdsSnapshot {
             self.outbound
                 .get_after((scope_key.clone(), mesh_tls), |previous| {
                     let ctx = ctx();
-                    let mut clusters = cluster::catch_all();
+                    let mut clusters = cluster::catch_all(self.mesh.connect_timeout);
                     let mut endpoints = ResourceSet::new();
                     let mut localized = Vec::new();
                     for svc in &ctx.visible {
@@ -426,14 +477,23 @@ impl XdsSnapshot {
             TypeUrl::Cluster => vec![outbound().layers[0].clone(), gateway()[2].clone()],
             TypeUrl::Endpoint => endpoints(),
             TypeUrl::Listener if is_sidecar => {
+                let mut generated = false;
                 let shared = self.listeners.get_after(
                     (scope_key.clone(), proxy.listen.clone()),
                     |previous| {
-                        let set = listener::outbound(&ctx(), &proxy.listen);
-                        Layer::after(previous.as_deref(), set)
+                        generated = true;
+                        let (set, conflicts) = listener::outbound(&ctx(), &proxy.listen);
+                        OutboundListeners {
+                            layer: Layer::after(previous.as_deref().map(|p| &p.layer), set),
+                            conflicts,
+                        }
                     },
                 );
-                vec![(*shared).clone(), self.inbound(proxy)[1].clone()]
+                if generated {
+                    // Now that the memo holds it: the conflicts are counted again when asked.
+                    *self.conflicts.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                }
+                vec![shared.layer.clone(), self.inbound(proxy)[1].clone()]
             }
             TypeUrl::Route if is_sidecar => {
                 let routes = self.routes.get_after(
@@ -582,6 +642,32 @@ impl XdsSnapshot {
                 Layer::new(inbound::listener(&key.0, &key.1, key.2.as_ref(), &filters)),
             ]
         })
+    }
+
+    /// The listener conflicts of this snapshot (`pilot_conflict_*`): the outbound listeners
+    /// the sidecar scopes generated so far could not give their services, each listener
+    /// counted once however many scopes met it, and the workload addresses whose services
+    /// claim one port with different protocols.
+    ///
+    /// Counted again only after a scope's listeners were generated: every listener push asks.
+    pub fn listener_conflicts(&self) -> crate::xds::metrics::ListenerConflicts {
+        let mut counted = self.conflicts.lock().unwrap_or_else(|e| e.into_inner());
+        *counted.get_or_insert_with(|| self.count_listener_conflicts())
+    }
+
+    fn count_listener_conflicts(&self) -> crate::xds::metrics::ListenerConflicts {
+        let mut tcp_over_tcp = BTreeSet::new();
+        let mut tcp_over_http = BTreeSet::new();
+        self.listeners.for_each_value(|v| {
+            tcp_over_tcp.extend(v.conflicts.tcp_over_tcp.iter().cloned());
+            tcp_over_http.extend(v.conflicts.tcp_over_http.iter().cloned());
+        });
+        crate::xds::metrics::ListenerConflicts {
+            inbound: self.instances().conflicts(),
+            tcp_over_tcp: tcp_over_tcp.len(),
+            tcp_over_http: tcp_over_http.len(),
+            http_over_tcp: 0,
+        }
     }
 
     fn instances(&self) -> &inbound::Index {

@@ -51,6 +51,25 @@ fn bad_registries_and_paths_are_refused_at_start_with_the_reason() {
     assert!(err.contains("\"soon\" is not a duration"), "{err}");
 }
 
+/// pilot-discovery's flags that wayfinder does not take are refused by name, with what to use
+/// instead, not with clap's guess at a flag spelled alike.
+#[test]
+fn pilot_discovery_flags_not_supported_are_refused_with_what_to_use_instead() {
+    let err = refused(&["--networksConfig", "/etc/istio/config/meshNetworks"]);
+    assert!(
+        err.contains("pilot-discovery's `--networksConfig` is not supported: multi-network"),
+        "{err}"
+    );
+    assert!(!err.contains("tip:"), "no guessed spelling: {err}");
+    let err = refused(&["--cfConfig=/etc/cf.yaml"]);
+    assert!(
+        err.contains("`--cfConfig` is not supported") && err.contains("--registries"),
+        "{err}"
+    );
+    let err = refused(&["--caCertFile", "ca.pem"]);
+    assert!(err.contains("--cacerts-dir"), "{err}");
+}
+
 /// A registry whose cargo feature this build lacks is refused by name, with the feature to
 /// rebuild with, and so are the Kubernetes config source and the Kubernetes flags that can only
 /// have been given on purpose. Runs in `cargo test --no-default-features` (`scripts/test`).

@@ -1,4 +1,5 @@
-//! Who may read the debug pages, tested from a non-loopback address of the machine.
+//! Who may read the debug pages, tested from a non-loopback address of the machine, and
+//! istiod's names for them.
 //!
 //! Each test makes its own network namespace (`ip netns add`; we are root) with `lo` up and a
 //! veth pair holding 198.51.100.1/24 (TEST-NET-2), and runs both the server and
@@ -13,6 +14,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use wayfinder::xds::TypeUrl;
+
+use crate::support::ads::{Ads, sidecar};
 use crate::support::binary::{Wayfinder, path};
 use crate::support::eventually;
 use crate::tools;
@@ -166,7 +170,17 @@ async fn other_hosts_need_the_bearer_token_of_debug_token_file() {
     })
     .await;
 
-    for page in ["/debug/syncz", "/debug", "/debug/config_dump?proxyID=x"] {
+    // istiod's names for the pages are behind the same rule.
+    for page in [
+        "/debug/syncz",
+        "/debug",
+        "/debug/config_dump?proxyID=x",
+        "/debug/adsz",
+        "/debug/connections",
+        "/debug/instancesz",
+        "/debug/endpointShardz",
+        "/debug/list",
+    ] {
         assert_forbidden(
             &ns.request(&other, page, None),
             "with the token of the server's --debug-token-file",
@@ -181,6 +195,8 @@ async fn other_hosts_need_the_bearer_token_of_debug_token_file() {
     assert_eq!(stdout(&out).trim(), "[]");
     let out = ns.request(&other, "/debug/registryz", Some(&token));
     assert!(stdout(&out).contains("\"Mock\""), "{}", stderr(&out));
+    let out = ns.request(&other, "/debug/adsz", Some(&token));
+    assert_eq!(stdout(&out).trim(), "[]", "{}", stderr(&out));
 
     // Loopback inside the namespace needs no token.
     let out = ns.request(&loopback, "/debug/syncz", None);
@@ -247,5 +263,58 @@ fn an_unusable_token_file_stops_the_start() {
                 && err.contains(&*file.to_string_lossy()),
             "{err}"
         );
+    }
+}
+
+/// istiod's debug paths that have a page here answer as that page; the others stay 404.
+#[tokio::test]
+async fn istiod_s_debug_paths_answer_as_the_pages_they_name() {
+    let w = Wayfinder::start(&[]).await;
+    w.ready().await;
+    let node = sidecar("10.1.13.1", "default");
+    let id = node.id.clone();
+    let mut ads = Ads::connect(w.grpc, node).await;
+    ads.subscribe(TypeUrl::Cluster, &[]).await;
+    ads.recv_type(TypeUrl::Cluster).await;
+
+    let proxies = |page: serde_json::Value| -> Vec<serde_json::Value> {
+        let list = page.as_array().cloned().unwrap_or_default();
+        list.iter().map(|c| c["proxy"].clone()).collect()
+    };
+    let syncz = proxies(w.json("/debug/syncz").await);
+    assert_eq!(syncz, [serde_json::Value::from(id)]);
+    for alias in ["/debug/adsz", "/debug/connections"] {
+        assert_eq!(proxies(w.json(alias).await), syncz, "{alias}");
+    }
+    let endpointz = w.json("/debug/endpointz").await;
+    assert_eq!(
+        endpointz.as_array().map(Vec::len),
+        Some(4),
+        "bookinfo: {endpointz}"
+    );
+    for alias in ["/debug/instancesz", "/debug/endpointShardz"] {
+        assert_eq!(w.json(alias).await, endpointz, "{alias}");
+    }
+    let one = "?svc=reviews.default.svc.cluster.local";
+    assert_eq!(
+        w.json(&format!("/debug/instancesz{one}")).await,
+        w.json(&format!("/debug/endpointz{one}")).await
+    );
+    let list = w.json("/debug/list").await;
+    assert_eq!(list, w.json("/debug").await);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["path"] == "/debug/adsz" && p["what"] == "istiod's name for /debug/syncz"),
+        "{list}"
+    );
+    for unknown in [
+        "/debug/cachez",
+        "/debug/sidecarz",
+        "/debug/pprof/",
+        "/debug/nothing",
+    ] {
+        assert_eq!(w.get(unknown).await.0, 404, "{unknown}");
     }
 }

@@ -11,8 +11,11 @@
 //!   `tests/it/golden/` (re-bless with `WAYFINDER_BLESS=1`).
 //! - `cli`: the binary's commands, flags, debug pages and refusals (in a build without a
 //!   registry's cargo feature, that asking for it is refused naming the feature).
+//! - `dashboard`: Istio's control-plane dashboard against `/metrics`: every metric it queries
+//!   is served from the start, but those listed with the reason the control plane cannot.
 //! - `debug_access`: the debug pages from a non-loopback address (a network namespace of
-//!   the test's own), with and without `--debug-token-file`'s token.
+//!   the test's own), with and without `--debug-token-file`'s token; istiod's names for
+//!   them (`/debug/adsz`, `/debug/instancesz`, …).
 //! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
 //! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
 //!   binary (they need `scripts/install-test-tools`; see `tools`).
@@ -62,6 +65,7 @@ mod capture;
 mod cli;
 mod config;
 mod consistency;
+mod dashboard;
 mod debug_access;
 mod envoy;
 mod gateway;
@@ -75,6 +79,7 @@ mod limits;
 mod locality;
 mod logging;
 mod memory;
+mod mesh_config;
 mod mesh_identity;
 mod push_budget;
 mod secure;

@@ -380,7 +380,7 @@ impl<'de, T: Decode> DeserializeSeed<'de> for One<'_, T> {
 }
 
 /// A path as `serde_ignored` gives it, as steps from the object's root.
-fn field_path(path: &serde_ignored::Path<'_>) -> FieldPath {
+pub(crate) fn field_path(path: &serde_ignored::Path<'_>) -> FieldPath {
     fn walk(path: &serde_ignored::Path<'_>, steps: &mut Vec<Step>) {
         use serde_ignored::Path as P;
         match path {

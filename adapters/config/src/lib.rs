@@ -49,6 +49,7 @@ pub mod check;
 pub mod credentials;
 pub mod documents;
 pub mod feed;
+pub mod mesh_config;
 pub mod model;
 pub mod peer_authentication;
 pub mod request_authentication;

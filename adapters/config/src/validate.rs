@@ -72,6 +72,14 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Checks a mesh-wide `localityLbSetting` (MeshConfig's) at `path`, as a DestinationRule's
+/// is checked, but for the warning about outlier detection (a rule gives it, not the mesh).
+pub fn locality_lb_setting(path: &str, setting: &crate::LocalityLbSetting) -> Vec<Problem> {
+    let mut p = Problems::default();
+    traffic_policy::locality::check(&mut p, path, setting, true);
+    p.0
+}
+
 /// True if any of `problems` rejects the object.
 pub fn has_errors(problems: &[Problem]) -> bool {
     problems.iter().any(|p| p.fatal)

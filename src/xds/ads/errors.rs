@@ -61,6 +61,17 @@ impl StreamError {
         }
     }
 
+    /// True for what istiod counts in `pilot_total_xds_internal_errors`: a request stream that
+    /// failed other than by its client leaving, which grpc-go reports to istiod as an
+    /// unexpected receive error (a message that does not decode, a stream cut in the middle
+    /// of one). Refusals for a limit of wayfinder's own are not: istiod has no such limits.
+    pub(super) fn is_internal(&self) -> bool {
+        matches!(
+            self,
+            Self::Read(ReadError::Malformed(_) | ReadError::Truncated)
+        )
+    }
+
     /// True when the client went away or the connection ended the stream: nothing to refuse.
     pub(super) fn is_quiet(&self) -> bool {
         matches!(self, Self::Ended(_) | Self::Read(ReadError::Reset(_)))

@@ -10,7 +10,7 @@ use super::Inner;
 use crate::credentials::Credentials;
 use crate::jwks::JwksTable;
 use crate::snapshot::SnapshotReader;
-use crate::xds::{Inputs, XdsSnapshot};
+use crate::xds::{Inputs, MeshSettings, XdsSnapshot};
 
 /// Where the server's own tasks publish what generation reads besides the model (see
 /// [`Inputs`]): each new value makes the next xDS snapshot, as a new model does.
@@ -20,6 +20,8 @@ pub struct InputChannels {
     pub jwks: watch::Receiver<Arc<JwksTable>>,
     /// The gateways' credentials (`crate::credentials::spawn`).
     pub credentials: watch::Receiver<Arc<Credentials>>,
+    /// The server's settings, its flags overlaid with MeshConfig (`crate::mesh_config`).
+    pub mesh: watch::Receiver<Arc<MeshSettings>>,
 }
 
 impl InputChannels {
@@ -28,11 +30,13 @@ impl InputChannels {
         Inputs {
             jwks: self.jwks.borrow_and_update().clone(),
             credentials: self.credentials.borrow_and_update().clone(),
+            mesh: self.mesh.borrow_and_update().clone(),
         }
     }
 }
 
-/// Follows the model's snapshots and the server's inputs (JWT keys, credentials), each new
+/// Follows the model's snapshots and the server's inputs (JWT keys, credentials, mesh
+/// settings), each new
 /// one making the next xDS snapshot, which wakes every stream.
 pub(super) async fn follow(
     reader: SnapshotReader,
@@ -43,7 +47,7 @@ pub(super) async fn follow(
     shutdown: CancellationToken,
 ) {
     // A task that stopped leaves its input as it was.
-    let (mut keys_open, mut credentials_open) = (true, true);
+    let (mut keys_open, mut credentials_open, mut mesh_open) = (true, true, true);
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -54,6 +58,10 @@ pub(super) async fn follow(
             },
             changed = inputs.credentials.changed(), if credentials_open => if changed.is_err() {
                 credentials_open = false;
+                continue;
+            },
+            changed = inputs.mesh.changed(), if mesh_open => if changed.is_err() {
+                mesh_open = false;
                 continue;
             },
         }

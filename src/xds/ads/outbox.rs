@@ -72,6 +72,11 @@ impl AdsServer {
             true => None,
             false => self.inner.throttle.acquire().await,
         };
+        if let Some(published) = published {
+            // Out of istiod's push queue, in its terms: the push starts now.
+            m.proxy_queue_time
+                .observe(published.elapsed().as_secs_f64());
+        }
         let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
         let (delivered_tx, mut delivered) = oneshot::channel();
         let mut delivered_tx = Some(delivered_tx);
@@ -81,6 +86,11 @@ impl AdsServer {
             let t = summary.type_url;
             if cfg!(debug_assertions) && t == TypeUrl::Listener {
                 consistency::debug_assert_consistent(&self.current(), state.proxy());
+            }
+            if t == TypeUrl::Listener {
+                // Istio sets these as it generates listeners; here a snapshot's listeners are
+                // generated once per scope, so the gauges follow what it has generated so far.
+                m.record_listener_conflicts(self.current().listener_conflicts());
             }
             let label = XdsMetrics::type_label(t);
             m.xds_pushes.get_or_create(&label).inc();
@@ -103,6 +113,7 @@ impl AdsServer {
                 encoded,
                 delivered: if i == last { delivered_tx.take() } else { None },
             };
+            let sending = Instant::now();
             let slot = if permit.is_some() {
                 match tokio::time::timeout_at(deadline, out.tx.reserve()).await {
                     Ok(slot) => slot,
@@ -114,6 +125,7 @@ impl AdsServer {
             } else {
                 out.tx.reserve().await
             };
+            m.xds_send_time.observe(sending.elapsed().as_secs_f64());
             let Ok(slot) = slot else { return false };
             slot.send(Box::new(Ok(item)));
             m.xds_push_time

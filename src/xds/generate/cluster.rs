@@ -10,7 +10,7 @@ use super::endpoint;
 use super::locality::{self, Localized};
 use super::mesh_tls;
 use super::policy::{HttpOptions, Policy};
-use super::proto::{ads, any, seconds, u32_value};
+use super::proto::{ads, any, u32_value};
 use crate::snapshot::{MergedService, TrafficConfig};
 use crate::xds::names;
 use crate::xds::pb::cluster::{
@@ -25,7 +25,6 @@ use crate::xds::pb::upstream_http::{HttpProtocolOptions, http_protocol_options};
 use crate::xds::resource::{Resource, ResourceSet, insert};
 
 /// Istio's default `MeshConfig.connectTimeout`.
-const CONNECT_TIMEOUT_SECONDS: i64 = 10;
 /// The key Envoy looks up upstream HTTP options under.
 const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
@@ -35,12 +34,13 @@ pub(super) fn is_proxied(protocol: Protocol) -> bool {
 }
 
 /// `BlackHoleCluster`, `PassthroughCluster` and `InboundPassthroughCluster`.
-pub(super) fn catch_all() -> ResourceSet {
+pub(super) fn catch_all(connect_timeout: std::time::Duration) -> ResourceSet {
+    let timeout = Some(super::policy::duration(connect_timeout));
     let mut set = ResourceSet::new();
     let blackhole = Cluster {
         name: names::BLACKHOLE_CLUSTER.into(),
         cluster_discovery_type: discovery(DiscoveryType::Static),
-        connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+        connect_timeout: timeout,
         load_assignment: Some(ClusterLoadAssignment {
             cluster_name: names::BLACKHOLE_CLUSTER.into(),
             ..Default::default()
@@ -59,7 +59,7 @@ pub(super) fn catch_all() -> ResourceSet {
             name: name.into(),
             cluster_discovery_type: discovery(DiscoveryType::OriginalDst),
             lb_policy: LbPolicy::ClusterProvided as i32,
-            connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+            connect_timeout: timeout,
             circuit_breakers: Some(unlimited()),
             ..Default::default()
         };
@@ -128,7 +128,7 @@ fn one(
     let labels = subset.map(|s| &s.labels);
     let mut cluster = Cluster {
         name: name.clone(),
-        connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+        connect_timeout: Some(super::policy::duration(up.mesh.connect_timeout)),
         lb_policy: LbPolicy::LeastRequest as i32,
         circuit_breakers: Some(unlimited()),
         ..Default::default()
@@ -167,7 +167,7 @@ fn one(
         }
         // As Istio: not to services outside the mesh, nor through an ORIGINAL_DST cluster,
         // whose destinations are not known to have a sidecar.
-        None if up.mesh_tls && !svc.service.mesh_external && !original_dst => {
+        None if up.mesh_tls && up.mesh.auto_mtls && !svc.service.mesh_external && !original_dst => {
             let socket = mesh_tls::upstream(&sni(), &identities(), http.http2);
             cluster.transport_socket_matches = auto_mtls(socket);
         }
@@ -204,7 +204,10 @@ fn one(
                 labels,
             );
             cla = Some(
-                match locality::plan(policy.locality(), policy.has_outlier_detection()) {
+                match locality::plan(
+                    policy.locality().or(up.mesh.locality_lb.as_ref()),
+                    policy.has_outlier_detection(),
+                ) {
                     Some(plan) => {
                         plan.apply_to_cluster(&mut cluster.common_lb_config);
                         Assignment::Localized(Box::new(Localized::new(assignment, &members, plan)))
@@ -272,7 +275,7 @@ pub(super) fn sni_dnat(
             let name = mesh_tls::sni(port.number, subset_name, host);
             let mut cluster = Cluster {
                 name: name.clone(),
-                connect_timeout: seconds(CONNECT_TIMEOUT_SECONDS),
+                connect_timeout: Some(super::policy::duration(mesh.connect_timeout)),
                 lb_policy: LbPolicy::LeastRequest as i32,
                 circuit_breakers: Some(unlimited()),
                 cluster_discovery_type: discovery(DiscoveryType::Eds),

@@ -20,15 +20,18 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub(super) fn new(model: &'a Snapshot, domain: &'a str, namespace: &'a str) -> Self {
-        Self::scoped(model, domain, namespace, None)
+        Self::scoped(model, domain, namespace, None, false)
     }
 
-    /// A context whose services are limited by a Sidecar's egress hosts.
+    /// A context whose services are limited by a Sidecar's egress hosts, its unknown
+    /// destinations sent nowhere as the Sidecar's policy says, else as `mesh_registry_only`
+    /// (MeshConfig's `outboundTrafficPolicy`).
     pub(super) fn scoped(
         model: &'a Snapshot,
         domain: &'a str,
         namespace: &'a str,
         sidecar: Option<(&ConfigMeta, &Sidecar)>,
+        mesh_registry_only: bool,
     ) -> Self {
         let mut visible = model.visible(namespace);
         if let Some((meta, sc)) = sidecar {
@@ -41,7 +44,7 @@ impl<'a> Ctx<'a> {
                 )
             });
         }
-        let registry_only = registry_only(sidecar.map(|(_, sc)| sc));
+        let registry_only = registry_only(sidecar.map(|(_, sc)| sc), mesh_registry_only);
         Self {
             model,
             domain,

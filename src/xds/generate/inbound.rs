@@ -1,7 +1,7 @@
 //! A sidecar's inbound side: clusters and the `virtualInbound` listener for the proxy's own
 //! instances, the endpoints whose address is one of the proxy's IPs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
 use wayfinder_registry::{Locality, Protocol};
@@ -41,12 +41,16 @@ use crate::xds::resource::{Resource, ResourceSet, insert};
 pub(super) struct Index {
     by_ip: HashMap<IpAddr, BTreeMap<u16, Protocol>>,
     localities: HashMap<IpAddr, Locality>,
+    /// Addresses where two services claim one port with different protocols (the first
+    /// decides; Istio's `pilot_conflict_inbound_listener`).
+    conflicting: HashSet<IpAddr>,
 }
 
 impl Index {
     pub(super) fn build(model: &Snapshot) -> Self {
         let mut by_ip: HashMap<IpAddr, BTreeMap<u16, Protocol>> = HashMap::new();
         let mut localities: HashMap<IpAddr, Locality> = HashMap::new();
+        let mut conflicting = HashSet::new();
         for svc in model.services.values() {
             for view in &svc.endpoints {
                 let Some(ip) = view.endpoint.ip() else {
@@ -60,16 +64,28 @@ impl Index {
                 for port in &svc.service.ports {
                     if let Some(&target) = view.ports.get(&port.number) {
                         // The first service to claim a port decides its protocol.
-                        by_ip
+                        let claimed = by_ip
                             .entry(ip)
                             .or_default()
                             .entry(target)
                             .or_insert(port.protocol);
+                        if *claimed != port.protocol {
+                            conflicting.insert(ip);
+                        }
                     }
                 }
             }
         }
-        Self { by_ip, localities }
+        Self {
+            by_ip,
+            localities,
+            conflicting,
+        }
+    }
+
+    /// How many addresses have a port two services claim with different protocols.
+    pub(super) fn conflicts(&self) -> usize {
+        self.conflicting.len()
     }
 
     /// The locality the registry gives one of the proxy's instances, if any: it wins over the

@@ -1,6 +1,6 @@
 //! Outbound listeners for sidecars: `virtualOutbound` and one listener per service port.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Ctx;
 use super::proto::{ads, any, bool_value, socket_address, u32_value};
@@ -32,10 +32,11 @@ use wayfinder_registry::Protocol;
 ///   address and port, so the first wins).
 ///
 /// Per-port listeners do not bind (`bind_to_port: false`): `virtualOutbound` hands them the
-/// connections it captures.
-pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> ResourceSet {
+/// connections it captures. What was left out is returned as [`Conflicts`].
+pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> (ResourceSet, Conflicts) {
     let visible = &ctx.visible;
     let mut set = ResourceSet::new();
+    let mut conflicts = Conflicts::default();
     insert(&mut set, virtual_outbound(listen, ctx.registry_only));
     let mut http_ports: BTreeMap<u16, ()> = BTreeMap::new();
     for svc in visible {
@@ -69,6 +70,7 @@ pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> ResourceSet {
             opaque_chains(
                 ctx,
                 &mut opaque,
+                &mut conflicts,
                 svc,
                 port,
                 listen,
@@ -92,7 +94,18 @@ pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> ResourceSet {
         };
         insert(&mut set, Resource::encode(name, &listener));
     }
-    set
+    (set, conflicts)
+}
+
+/// The listeners a scope's services could not have, by Istio's kinds of conflict
+/// (`pilot_conflict_outbound_listener_*`), each named by its listener, as Istio keys them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Conflicts {
+    /// Opaque listeners, or filter chains, another opaque service already holds
+    /// (`tcp_over_current_tcp`).
+    pub(super) tcp_over_tcp: BTreeSet<String>,
+    /// Wildcard opaque listeners HTTP services already hold (`tcp_over_current_http`).
+    pub(super) tcp_over_http: BTreeSet<String>,
 }
 
 /// A listener for opaque (non-HTTP) traffic being assembled.
@@ -113,6 +126,7 @@ struct Opaque {
 fn opaque_chains(
     ctx: &Ctx<'_>,
     listeners: &mut BTreeMap<String, Opaque>,
+    conflicts: &mut Conflicts,
     svc: &MergedService,
     port: &wayfinder_registry::Port,
     listen: &ListenSettings,
@@ -132,6 +146,8 @@ fn opaque_chains(
     let wildcard = ranges.is_empty() && targets.is_empty();
     if (wildcard || !ranges.is_empty()) && http_taken {
         tracing::debug!(service = %svc.service.key(), port = port.number, "opaque port without a VIP shadowed by HTTP services");
+        let name = names::listener(&listen.address, port.number);
+        conflicts.tcp_over_http.insert(name);
     } else if wildcard {
         targets.push((listen.address.to_string(), None));
     } else {
@@ -205,6 +221,7 @@ fn opaque_chains(
         });
         if entry.tls != tls {
             tracing::debug!(service = %svc.service.key(), listener = %name, "listener already taken by another service");
+            conflicts.tcp_over_tcp.insert(name);
             continue;
         }
         for chain in &chains {
@@ -222,6 +239,7 @@ fn opaque_chains(
                 .any(|c| c.filter_chain_match == chain.filter_chain_match);
             if taken {
                 tracing::debug!(service = %svc.service.key(), listener = %name, "filter chain already taken by another service");
+                conflicts.tcp_over_tcp.insert(name.clone());
             } else {
                 entry.chains.push(chain);
             }

@@ -118,6 +118,14 @@ impl<K: Eq + Hash + Clone, V> Memo<K, V> {
         .clone()
     }
 
+    /// Calls `f` with every value computed so far.
+    pub(super) fn for_each_value(&self, mut f: impl FnMut(&V)) {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        for value in map.values().filter_map(|cell| cell.get()) {
+            f(value);
+        }
+    }
+
     /// Every value computed so far, for the next snapshot.
     fn computed(&self) -> Vec<(K, Arc<V>)> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());

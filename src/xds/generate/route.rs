@@ -76,8 +76,8 @@ pub(super) fn outbound(ctx: &Ctx<'_>, proxy_domain: &str) -> ResourceSet {
     set
 }
 
-/// The catch-all virtual host: `allow_any` to `PassthroughCluster`, or under a Sidecar's
-/// `REGISTRY_ONLY`, Istio's `block_all`, answering 502.
+/// The catch-all virtual host: `allow_any` to `PassthroughCluster`, or under `REGISTRY_ONLY`
+/// (the Sidecar's, else MeshConfig's), Istio's `block_all`, answering 502.
 fn catch_all(registry_only: bool) -> VirtualHost {
     let routes = if registry_only {
         vec![Route {

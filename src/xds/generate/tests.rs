@@ -126,3 +126,54 @@ fn a_grpc_client_after_an_endpoint_change_keeps_its_listeners_and_routes() {
         }
     }
 }
+
+/// The listeners services could not have are counted once each, as Istio's
+/// `pilot_conflict_*` gauges count them, and only once a sidecar's listeners were generated.
+#[test]
+fn listener_conflicts_count_each_listener_a_service_could_not_have() {
+    use wayfinder_registry::{Endpoint, Protocol, Registration, Service};
+    let service = |name: &str, port: u16, protocol: Protocol, endpoint: &str| {
+        let svc = Service::new(format!("{name}.default.svc.cluster.local"), "default")
+            .with_port("p", port, protocol);
+        Registration::new(svc, vec![Endpoint::new(endpoint)])
+    };
+    let registrations = vec![
+        // Two TCP services without a VIP on 9000: the second cannot have `0.0.0.0_9000`.
+        service("db-a", 9000, Protocol::Tcp, "10.1.0.1"),
+        service("db-b", 9000, Protocol::Tcp, "10.1.0.2"),
+        // A TCP service without a VIP on a port HTTP services hold.
+        service("web", 8080, Protocol::Http, "10.1.0.3"),
+        service("raw", 8080, Protocol::Tcp, "10.1.0.4"),
+        // One workload whose port two services claim with different protocols.
+        service("api-http", 7000, Protocol::Http, "10.1.0.5"),
+        service("api-tcp", 7000, Protocol::Tcp, "10.1.0.5"),
+    ];
+    let model =
+        snapshot_from(vec![(RegistryId::new("Mock"), registrations)]).expect("a valid model");
+    let snapshot = XdsSnapshot::new(Arc::new(model), DOMAIN);
+    let before = snapshot.listener_conflicts();
+    assert_eq!((before.tcp_over_tcp, before.tcp_over_http), (0, 0));
+    let listeners = snapshot.resources(&sidecar(), TypeUrl::Listener, &BTreeSet::new());
+    let names: BTreeSet<&str> = listeners.iter().map(|r| &*r.name).collect();
+    assert!(names.contains("0.0.0.0_9000") && names.contains("0.0.0.0_8080"));
+    let found = snapshot.listener_conflicts();
+    // 0.0.0.0_9000, which db-a holds.
+    assert_eq!(found.tcp_over_tcp, 1, "{found:?}");
+    assert_eq!(
+        found.tcp_over_http, 2,
+        "0.0.0.0_8080 and 0.0.0.0_7000: {found:?}"
+    );
+    assert_eq!(found.inbound, 1, "10.1.0.5: {found:?}");
+    assert_eq!(found.http_over_tcp, 0);
+    // A second sidecar of the same scope finds the same listeners: still counted once.
+    let other = crate::xds::proxy::Proxy::from_node(
+        &crate::xds::pb::core::Node {
+            id: "sidecar~10.0.0.2~other.default~default.svc.cluster.local".into(),
+            ..Default::default()
+        },
+        DOMAIN,
+    )
+    .unwrap();
+    snapshot.resources(&other, TypeUrl::Listener, &BTreeSet::new());
+    assert_eq!(snapshot.listener_conflicts(), found);
+}

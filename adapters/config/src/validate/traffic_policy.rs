@@ -1,7 +1,7 @@
 //! The parts of a DestinationRule traffic policy: load balancing, connection pool, outlier
 //! detection and client TLS. Locality-aware load balancing has its own module, `locality`.
 
-mod locality;
+pub(super) mod locality;
 
 use super::{Problems, check_duration};
 use crate::{

@@ -142,6 +142,7 @@ fn new_credentials_rebuild_only_the_secrets() {
         crate::xds::Inputs {
             jwks: keys,
             credentials,
+            ..first.inputs()
         },
     );
     let after = serve(&next);
@@ -212,6 +213,7 @@ impl XdsSnapshot {
             secrets,
             localized,
             instances: _,
+            conflicts: _,
         } = self;
         [
             (

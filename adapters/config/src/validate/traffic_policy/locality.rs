@@ -31,7 +31,12 @@ type Seen<'a> = BTreeMap<&'a str, BTreeMap<&'a str, BTreeSet<&'a str>>>;
 /// Checks the locality settings `lb` at `path`. `outlier` says whether the same traffic policy
 /// (the top-level one, a port's or a subset's) sets outlier detection: without it, failover
 /// never notices that the nearer endpoints are failing.
-pub(super) fn check(p: &mut Problems, path: &str, lb: &LocalityLbSetting, outlier: bool) {
+pub(in crate::validate) fn check(
+    p: &mut Problems,
+    path: &str,
+    lb: &LocalityLbSetting,
+    outlier: bool,
+) {
     // `Break` means Istio stopped there; there is nothing more to do either way.
     let _ = check_until_stop(p, path, lb, outlier);
 }

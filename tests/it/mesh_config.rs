@@ -1,0 +1,149 @@
+//! `--meshConfig FILE`: Istio's MeshConfig read at start, followed while the server runs, and
+//! refused with its file and field without losing the settings in force.
+
+use std::process::Stdio;
+
+use wayfinder::xds::TypeUrl;
+use wayfinder::xds::pb::cluster::Cluster;
+use wayfinder::xds::pb::discovery::DiscoveryResponse;
+use wayfinder::xds::pb::route::RouteConfiguration;
+
+use crate::support::ads::{Ads, decode_all, sidecar};
+use crate::support::binary::{LOOPBACK, Wayfinder, path};
+use crate::support::fixtures::write;
+use crate::support::{DEADLINE, eventually};
+
+/// The catch-all virtual host of route configuration `9080`: `allow_any` or `block_all`.
+fn catch_all(r: &DiscoveryResponse) -> String {
+    let rc = decode_all::<RouteConfiguration>(r)
+        .remove("9080")
+        .expect("route configuration 9080");
+    let hosts: Vec<&str> = rc.virtual_hosts.iter().map(|v| v.name.as_str()).collect();
+    let found = hosts
+        .iter()
+        .find(|h| **h == "allow_any" || **h == "block_all");
+    found
+        .unwrap_or_else(|| panic!("no catch-all in {hosts:?}"))
+        .to_string()
+}
+
+/// The connect timeout of the `reviews` cluster, in milliseconds.
+fn reviews_timeout(r: &DiscoveryResponse) -> i64 {
+    let c = decode_all::<Cluster>(r)
+        .remove("outbound|9080||reviews.default.svc.cluster.local")
+        .expect("the reviews cluster");
+    let t = c.connect_timeout.expect("a connect timeout");
+    t.seconds * 1000 + i64::from(t.nanos / 1_000_000)
+}
+
+#[tokio::test]
+async fn a_mesh_config_change_reaches_proxies_and_a_bad_one_keeps_the_last_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mesh");
+    write(dir.path(), "mesh", "connectTimeout: 2s\n");
+    let w = Wayfinder::start(&["--meshConfig", file.to_str().unwrap()]).await;
+    w.ready().await;
+    let mut ads = Ads::connect(w.grpc, sidecar("10.9.0.1", "default")).await;
+    ads.subscribe(TypeUrl::Cluster, &[]).await;
+    let cds = ads.recv_type(TypeUrl::Cluster).await;
+    assert_eq!(reviews_timeout(&cds), 2000, "the file's connectTimeout");
+    ads.ack(&cds, &[]).await;
+    ads.subscribe(TypeUrl::Route, &["9080"]).await;
+    let rds = ads.recv_type(TypeUrl::Route).await;
+    assert_eq!(catch_all(&rds), "allow_any", "Istio's default is ALLOW_ANY");
+    ads.ack(&rds, &["9080"]).await;
+
+    // The file changes: the proxy is pushed the new policy and timeout, without a restart.
+    write(
+        dir.path(),
+        "mesh",
+        "connectTimeout: 3s\noutboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
+    );
+    let cds = ads.recv_type(TypeUrl::Cluster).await;
+    assert_eq!(reviews_timeout(&cds), 3000);
+    ads.ack(&cds, &[]).await;
+    let rds = ads.recv_type(TypeUrl::Route).await;
+    assert_eq!(catch_all(&rds), "block_all");
+    ads.ack(&rds, &["9080"]).await;
+
+    // A bad change: logged and shown with the file and field; the last good settings stay.
+    write(
+        dir.path(),
+        "mesh",
+        "connectTimeout: 4s\noutboundTrafficPolicy: {mode: BLOCK}\n",
+    );
+    let line = w
+        .wait_log("the MeshConfig error", |l| {
+            l["level"] == "ERROR"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("outboundTrafficPolicy.mode"))
+        })
+        .await;
+    let message = line["message"].as_str().unwrap();
+    assert!(message.contains(file.to_str().unwrap()), "{message}");
+    let z = eventually("configz to show the error", || async {
+        let z = w.json("/debug/configz").await;
+        z["mesh_config"]["error"].is_string().then_some(z)
+    })
+    .await;
+    let mesh = &z["mesh_config"];
+    assert_eq!(mesh["path"], file.to_str().unwrap());
+    assert_eq!(
+        mesh["config"]["outboundTrafficPolicy"]["mode"],
+        "REGISTRY_ONLY"
+    );
+    assert_eq!(mesh["config"]["connectTimeout"], "3s");
+    // What a new proxy is served is still the last good settings.
+    let mut fresh = Ads::connect(w.grpc, sidecar("10.9.0.2", "default")).await;
+    fresh.subscribe(TypeUrl::Cluster, &[]).await;
+    assert_eq!(
+        reviews_timeout(&fresh.recv_type(TypeUrl::Cluster).await),
+        3000
+    );
+    fresh.subscribe(TypeUrl::Route, &["9080"]).await;
+    assert_eq!(
+        catch_all(&fresh.recv_type(TypeUrl::Route).await),
+        "block_all"
+    );
+
+    // Fixed: the error clears.
+    write(dir.path(), "mesh", "connectTimeout: 3s\n");
+    let rds = ads.recv_type(TypeUrl::Route).await;
+    assert_eq!(catch_all(&rds), "allow_any");
+    let z = w.json("/debug/configz").await;
+    assert!(z["mesh_config"]["error"].is_null(), "{}", z["mesh_config"]);
+}
+
+#[tokio::test]
+async fn a_bad_mesh_config_at_start_stops_the_server_with_its_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mesh");
+    write(
+        dir.path(),
+        "mesh",
+        "rootNamespace: istio-system\noutboundTrafficPolicy: {mode: BLOCK}\n",
+    );
+    let child = tokio::process::Command::new(path())
+        .args(["discovery", "--meshConfig", file.to_str().unwrap()])
+        .args(LOOPBACK)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // A server that started anyway would run until killed: the deadline only bounds the test.
+    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .expect("a server with a bad MeshConfig must exit")
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a bad MeshConfig must stop the start"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(file.to_str().unwrap()) && stderr.contains("outboundTrafficPolicy.mode"),
+        "{stderr}"
+    );
+}
