@@ -14,8 +14,9 @@
 //! `declared.rs`, with its key): what its generator reads besides its key, of the model (the
 //! services' definitions, their endpoints, the traffic configuration, or the one service its
 //! key names), or of the server's inputs (JWT keys, credentials). Everything a
-//! generator reads of a [`Proxy`] is in its key; the server's settings fixed at start (the
-//! mesh domain, the system CA file) are shared by every snapshot of one server. What the next
+//! generator reads of a [`Proxy`] is in its key; the server's settings ([`MeshSettings`]: the
+//! flags' and MeshConfig's) are in no key, so new settings start the next snapshot afresh
+//! ([`XdsSnapshot::next_with`]), and the mesh domain is fixed at start. What the next
 //! snapshot keeps of each memo follows from its declaration and what changed (`scope.rs`),
 //! never from a policy picked for it. `generate/tests/invalidation.rs` enforces this: it makes
 //! each kind of change in turn, checks that exactly the scopes declaring it were rebuilt, and
@@ -25,6 +26,7 @@ mod authn;
 mod authz;
 mod cache;
 mod cluster;
+mod conflicts;
 mod ctx;
 mod declared;
 mod domains;
@@ -32,6 +34,7 @@ mod endpoint;
 mod gateway;
 mod grpc;
 mod inbound;
+mod inputs;
 mod listener;
 mod locality;
 mod memo;
@@ -65,50 +68,11 @@ use self::declared::{
     LOCALIZED, MeshTls, OUTBOUND, ROUTES, SECRETS, SIDECAR_SERVICES, ScopeKey, SecretKey,
     ServiceRule,
 };
+pub use self::inputs::{Inputs, MeshSettings};
 use self::memo::{Memo, Value};
 pub use self::picked::{Picked, Place};
 use self::scope::Changes;
 pub use self::upstream_tls::DEFAULT_SYSTEM_CA_FILE;
-
-/// The server's settings that generation reads besides the model: the flags' and MeshConfig's
-/// (`crate::mesh_config`). Shared by every snapshot, and so in no cache key: a change starts
-/// the next snapshot afresh ([`XdsSnapshot::next_with`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct MeshSettings {
-    /// The system's trust store on the proxies' machines (`--system-ca-file`): upstream TLS
-    /// of a DestinationRule without `caCertificates` verifies against it.
-    pub system_ca: Arc<str>,
-    /// The trust domain of workload identities (`--trust-domain`): an endpoint's service
-    /// account `SA` is `spiffe://TRUST_DOMAIN/ns/NS/sa/SA` in mTLS name checks.
-    pub trust_domain: Arc<str>,
-    /// The root namespace (`--root-namespace`): its PeerAuthentication without a selector is
-    /// the mesh's.
-    pub root_namespace: Arc<str>,
-    /// Sidecars without a Sidecar's policy send unknown destinations nowhere (MeshConfig's
-    /// `outboundTrafficPolicy: REGISTRY_ONLY`).
-    pub registry_only: bool,
-    /// Locality load balancing where a DestinationRule sets none (MeshConfig's
-    /// `localityLbSetting`; `None`: Istio's default, enabled).
-    pub locality_lb: Option<wayfinder_config::LocalityLbSetting>,
-    /// Auto mTLS to workloads with a sidecar (MeshConfig's `enableAutoMtls`, default on).
-    pub auto_mtls: bool,
-    /// Clusters' connect timeout (MeshConfig's `connectTimeout`, Istio's default 10 s).
-    pub connect_timeout: std::time::Duration,
-}
-
-impl Default for MeshSettings {
-    fn default() -> Self {
-        Self {
-            system_ca: DEFAULT_SYSTEM_CA_FILE.into(),
-            trust_domain: "cluster.local".into(),
-            root_namespace: "istio-system".into(),
-            registry_only: false,
-            locality_lb: None,
-            auto_mtls: true,
-            connect_timeout: std::time::Duration::from_secs(10),
-        }
-    }
-}
 
 /// A model snapshot and the resources generated from it so far.
 pub struct XdsSnapshot {
@@ -142,19 +106,6 @@ pub struct XdsSnapshot {
     /// [`XdsSnapshot::listener_conflicts`] as last counted; `None` once a scope's listeners
     /// were generated since.
     conflicts: Mutex<Option<crate::xds::metrics::ListenerConflicts>>,
-}
-
-/// What generation reads besides the model that the server's own tasks provide: the JWT keys
-/// (`crate::jwks`) and the gateways' credentials (`crate::credentials`). Each is published
-/// whole, so a new one is another `Arc`.
-#[derive(Clone, Debug, Default)]
-pub struct Inputs {
-    /// The JWT keys of RequestAuthentications.
-    pub jwks: Arc<JwksTable>,
-    /// The Secrets gateways' `credentialName`s name, and who may read them.
-    pub credentials: Arc<Credentials>,
-    /// The server's settings, its flags overlaid with MeshConfig (`--meshConfig`).
-    pub mesh: Arc<MeshSettings>,
 }
 
 /// What one service contributes, per type, for one kind of proxy.
@@ -642,32 +593,6 @@ impl XdsSnapshot {
                 Layer::new(inbound::listener(&key.0, &key.1, key.2.as_ref(), &filters)),
             ]
         })
-    }
-
-    /// The listener conflicts of this snapshot (`pilot_conflict_*`): the outbound listeners
-    /// the sidecar scopes generated so far could not give their services, each listener
-    /// counted once however many scopes met it, and the workload addresses whose services
-    /// claim one port with different protocols.
-    ///
-    /// Counted again only after a scope's listeners were generated: every listener push asks.
-    pub fn listener_conflicts(&self) -> crate::xds::metrics::ListenerConflicts {
-        let mut counted = self.conflicts.lock().unwrap_or_else(|e| e.into_inner());
-        *counted.get_or_insert_with(|| self.count_listener_conflicts())
-    }
-
-    fn count_listener_conflicts(&self) -> crate::xds::metrics::ListenerConflicts {
-        let mut tcp_over_tcp = BTreeSet::new();
-        let mut tcp_over_http = BTreeSet::new();
-        self.listeners.for_each_value(|v| {
-            tcp_over_tcp.extend(v.conflicts.tcp_over_tcp.iter().cloned());
-            tcp_over_http.extend(v.conflicts.tcp_over_http.iter().cloned());
-        });
-        crate::xds::metrics::ListenerConflicts {
-            inbound: self.instances().conflicts(),
-            tcp_over_tcp: tcp_over_tcp.len(),
-            tcp_over_http: tcp_over_http.len(),
-            http_over_tcp: 0,
-        }
     }
 
     fn instances(&self) -> &inbound::Index {
