@@ -21,7 +21,9 @@
 //! name it and, per namespace holding a Secret of that name, whether it `serves` (or the
 //! `error` why not); and the answers about who may read them), `mesh_config` (the
 //! `--meshConfig` file's `path`, its last good `config` as read, the `warnings` about fields
-//! not acted on, and the `error` that keeps its latest change out of force),
+//! not acted on, and the `error` that keeps its latest change out of force), `envoy_filters`
+//! (each EnvoyFilter patch left out, or not applied to a resource, in the snapshot in force:
+//! `{key: {kind, namespace, name}, message}`; at most 1,000),
 //! `refused` (every document and object refused now, by every source, as `{source, file,
 //! document, line, kind, namespace, name, error}`; an entry leaves when it is fixed; at most
 //! 1,000, with `refused_total`), `objects` (the page), `total` (objects matching the
@@ -146,6 +148,7 @@ pub(super) async fn configz(
         "jwks": jwks(d.ads.current().keys()),
         "credentials": credentials(&snapshot, d.ads.current().credentials()),
         "mesh_config": mesh,
+        "envoy_filters": d.ads.current().envoy_filter_failures().into_iter().take(MAX_REFUSED).collect::<Vec<_>>(),
         "refused": listed,
         "refused_total": refused_total,
         "objects": objects,

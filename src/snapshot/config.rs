@@ -36,6 +36,14 @@ impl TrafficConfig {
     /// asking for the few PeerAuthentications (per proxy, per endpoint) does not walk every
     /// VirtualService.
     fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Arc<ConfigObject>> {
+        self.of_kind_keyed(kind).map(|(_, object)| object)
+    }
+
+    /// The objects of `kind` with their keys, in (namespace, name) order.
+    pub(crate) fn of_kind_keyed(
+        &self,
+        kind: Kind,
+    ) -> impl Iterator<Item = (&ConfigKey, &Arc<ConfigObject>)> {
         let first = ConfigKey {
             kind,
             namespace: "".into(),
@@ -44,7 +52,6 @@ impl TrafficConfig {
         self.objects
             .range(first..)
             .take_while(move |(key, _)| key.kind == kind)
-            .map(|(_, object)| object)
     }
 
     /// VirtualServices in (namespace, name) order.

@@ -20,7 +20,9 @@
 //! snapshot keeps of each memo follows from its declaration and what changed (`scope.rs`),
 //! never from a policy picked for it. `generate/tests/invalidation.rs` enforces this: it makes
 //! each kind of change in turn, checks that exactly the scopes declaring it were rebuilt, and
-//! that every proxy then receives what a fresh snapshot generates.
+//! that every proxy then receives what a fresh snapshot generates. EnvoyFilters' patches are
+//! applied after generation, to the layers a proxy would get (`envoy_filter`): what is made of
+//! them is kept for one snapshot only, keyed by the layers it was made from.
 
 mod authn;
 mod authz;
@@ -31,6 +33,7 @@ mod ctx;
 mod declared;
 mod domains;
 mod endpoint;
+mod envoy_filter;
 mod gateway;
 mod grpc;
 mod inbound;
@@ -68,6 +71,7 @@ use self::declared::{
     LOCALIZED, MeshTls, OUTBOUND, ROUTES, SECRETS, SIDECAR_SERVICES, ScopeKey, SecretKey,
     ServiceRule,
 };
+pub use self::envoy_filter::Failure as EnvoyFilterFailure;
 pub use self::inputs::{Inputs, MeshSettings};
 use self::memo::{Memo, Value};
 pub use self::picked::{Picked, Place};
@@ -106,6 +110,12 @@ pub struct XdsSnapshot {
     /// [`XdsSnapshot::listener_conflicts`] as last counted; `None` once a scope's listeners
     /// were generated since.
     conflicts: Mutex<Option<crate::xds::metrics::ListenerConflicts>>,
+    /// The configuration's EnvoyFilters, read on first use; the next snapshot keeps them
+    /// when the configuration is the same object.
+    envoy_filters: OnceLock<Arc<envoy_filter::EnvoyFilters>>,
+    /// What this snapshot's resources became with EnvoyFilters' patches (made afresh for
+    /// each snapshot, from its layers).
+    patched: envoy_filter::Patched,
 }
 
 /// What one service contributes, per type, for one kind of proxy.
@@ -171,6 +181,8 @@ impl XdsSnapshot {
             localized: Memo::new(&LOCALIZED),
             instances: OnceLock::new(),
             conflicts: Mutex::new(None),
+            envoy_filters: OnceLock::new(),
+            patched: envoy_filter::Patched::default(),
         }
     }
 
@@ -240,6 +252,11 @@ impl XdsSnapshot {
             localized: previous.localized.next(&changes),
             instances: OnceLock::new(),
             conflicts: Mutex::new(None),
+            envoy_filters: match previous.envoy_filters.get() {
+                Some(read) if !changes.config => OnceLock::from(read.clone()),
+                _ => OnceLock::new(),
+            },
+            patched: previous.patched.next(changes.config),
             model,
         }
     }
@@ -322,8 +339,35 @@ impl XdsSnapshot {
         }
         match proxy.kind {
             ProxyKind::Grpc => self.grpc(proxy, type_url, requested),
-            ProxyKind::Sidecar | ProxyKind::Router => self.sidecar(proxy, type_url),
+            ProxyKind::Sidecar | ProxyKind::Router => {
+                let generated = self.sidecar(proxy, type_url);
+                let selected = self
+                    .envoy_filters()
+                    .for_proxy(proxy, &self.mesh.root_namespace);
+                let gateway = proxy.kind == ProxyKind::Router;
+                self.patched.apply(&selected, gateway, type_url, generated)
+            }
         }
+    }
+
+    /// The configuration's EnvoyFilters, read once per configuration; what could not be read
+    /// is logged then.
+    pub(crate) fn envoy_filters(&self) -> &Arc<envoy_filter::EnvoyFilters> {
+        self.envoy_filters.get_or_init(|| {
+            let read = envoy_filter::EnvoyFilters::read(&self.model.config);
+            for problem in &read.problems {
+                tracing::warn!(envoy_filter = %problem.key, "{}", problem.message);
+            }
+            Arc::new(read)
+        })
+    }
+
+    /// Every EnvoyFilter patch left out, or that failed on a resource, since the configuration
+    /// last changed (for `/debug/configz`).
+    pub fn envoy_filter_failures(&self) -> Vec<envoy_filter::Failure> {
+        let mut all = self.envoy_filters().problems.clone();
+        all.extend(self.patched.failures());
+        all
     }
 
     fn sidecar(&self, proxy: &Proxy, type_url: TypeUrl) -> Resources {

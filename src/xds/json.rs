@@ -1,24 +1,19 @@
 //! Proto3 JSON for encoded resources, as Envoy's own config dump prints them.
 //!
 //! envoy-types has no JSON support, so the message descriptors are compiled from the vendored
-//! .proto files by `build.rs` and resources are printed through `prost-reflect`. Used by
+//! .proto files (by `wayfinder-config`'s `build.rs`) and resources are printed through
+//! `prost-reflect`. Used by
 //! `/debug/config_dump` and the golden tests.
-
-use std::sync::OnceLock;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde_json::{Value, json};
 
 use crate::xds::pb::protobuf::Any;
 
-static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
-
-/// The descriptors compiled from the vendored protos, decoded once.
+/// The descriptors compiled from the vendored protos (`wayfinder_config::envoy_types`, which
+/// reads EnvoyFilter values with them), decoded once.
 pub(crate) fn pool() -> Result<&'static DescriptorPool, String> {
-    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
-    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(Clone::clone)
+    wayfinder_config::envoy_types::pool()
 }
 
 /// Prints an `Any` as JSON with an `@type` field and proto field names. A message whose type is

@@ -90,6 +90,10 @@ pub struct Proxy {
     /// The identity of its client certificate (secure port only), as a SPIFFE URI, and when
     /// that certificate expires (RFC 3339).
     pub certificate: Option<(String, String)>,
+    /// The node metadata's string fields (`ISTIO_VERSION`, …), which an EnvoyFilter's
+    /// `match.proxy` reads. Not on debug pages: they show the fields above.
+    #[serde(skip)]
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// A node that claims to be someone its certificate does not name.
@@ -236,6 +240,7 @@ impl Proxy {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string),
             certificate: None,
+            metadata: meta.strings(),
         })
     }
 
@@ -294,6 +299,20 @@ impl<'a> Metadata<'a> {
             Kind::StringValue(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// Every field whose value is a string.
+    fn strings(&self) -> BTreeMap<String, String> {
+        let Some(s) = self.0 else {
+            return BTreeMap::new();
+        };
+        s.fields
+            .iter()
+            .filter_map(|(k, v)| match &v.kind {
+                Some(Kind::StringValue(s)) => Some((k.clone(), s.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
     fn structure(&self, key: &str) -> Option<&'a Struct> {

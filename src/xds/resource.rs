@@ -115,6 +115,24 @@ impl Resource {
         Self::from_any(name.into(), version, &any)
     }
 
+    /// Encodes a message read and changed through its descriptor (an EnvoyFilter's patch):
+    /// its version from a canonical walk of its content, as its maps may encode in any order.
+    pub(crate) fn encode_dynamic(
+        name: impl Into<Arc<str>>,
+        message: &prost_reflect::DynamicMessage,
+    ) -> Self {
+        let any = Any {
+            type_url: format!(
+                "type.googleapis.com/{}",
+                prost_reflect::ReflectMessage::descriptor(message).full_name()
+            ),
+            value: message.encode_to_vec(),
+        };
+        let version =
+            crate::xds::canonical::version(&any).unwrap_or_else(|| Version::of_bytes(&any.value));
+        Self::from_any(name.into(), version, &any)
+    }
+
     fn from_any(name: Arc<str>, version: Version, any: &Any) -> Self {
         Self {
             name,

@@ -26,6 +26,8 @@
 //!   route moves without loss, cluster changes without warming.
 //! - `limits`: the new-stream rate limit and the maximum connection age, with raw clients
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
+//! - `envoy_filter`: EnvoyFilter Lua filters on both sides of two sidecars under the agent
+//!   (real Envoy 1.40), a change without a restart, a failing patch reported.
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
 //! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back
@@ -68,6 +70,7 @@ mod consistency;
 mod dashboard;
 mod debug_access;
 mod envoy;
+mod envoy_filter;
 mod gateway;
 mod golden;
 mod grpc;

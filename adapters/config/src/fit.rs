@@ -27,6 +27,8 @@ impl ConfigSpec {
             ConfigSpec::AuthorizationPolicy(_) => {}
             // A few JWT rules, their inline keys read whole.
             ConfigSpec::RequestAuthentication(_) => {}
+            // Its patches are few; their values are JSON, read whole.
+            ConfigSpec::EnvoyFilter(_) => {}
         }
     }
 }

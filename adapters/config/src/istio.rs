@@ -19,6 +19,8 @@ use crate::documents::{Decode, TypeMeta};
 pub(crate) const GROUP: &str = "networking.istio.io";
 /// The versions of [`GROUP`] wayfinder reads; they share one schema.
 pub(crate) const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
+/// The one version Istio serves `EnvoyFilter` in.
+pub(crate) const ENVOY_FILTER_API_VERSION: &str = "networking.istio.io/v1alpha3";
 
 /// True for any kind of Istio networking object (VirtualService, Gateway, …) in a known version.
 pub(crate) fn is_networking(meta: &TypeMeta) -> bool {

@@ -5,7 +5,9 @@
 //! - **The kinds.** The types mirror Istio's `networking.istio.io` API (`v1`, `v1beta1` and
 //!   `v1alpha3` share one schema) for the kinds that shape what proxies are served:
 //!   [`VirtualService`], [`DestinationRule`], [`Gateway`] and [`Sidecar`], and
-//!   [`WorkloadGroup`] (the template of auto-registered VMs' entries); and of
+//!   [`WorkloadGroup`] (the template of auto-registered VMs' entries), and [`EnvoyFilter`]
+//!   (`v1alpha3` only, as Istio serves it: patches to the generated Envoy configuration,
+//!   their values kept as JSON for the server to read as Envoy messages); and of
 //!   `security.istio.io` (`v1`, `v1beta1`), [`PeerAuthentication`] (whether connections to a
 //!   workload must be mutual TLS; [`peer_authentication::effective`] is Istio's precedence of
 //!   mesh, namespace, workload and port), [`AuthorizationPolicy`] (which requests a
@@ -48,6 +50,8 @@ pub mod authorization_policy;
 pub mod check;
 pub mod credentials;
 pub mod documents;
+pub mod envoy_filter;
+pub mod envoy_types;
 pub mod feed;
 pub mod mesh_config;
 pub mod model;
@@ -91,6 +95,7 @@ pub use common::{
 };
 pub use convert::TLS_MODE_LABEL;
 pub use destination_rule::*;
+pub use envoy_filter::EnvoyFilter;
 pub use feed::Feed;
 pub use gateway::*;
 pub use istio_fields::{FieldPath, Step, istio_defines};
@@ -123,11 +128,14 @@ pub enum Kind {
     AuthorizationPolicy,
     /// `RequestAuthentication` (`security.istio.io`): the JSON Web Tokens workloads accept.
     RequestAuthentication,
+    /// `EnvoyFilter` (`networking.istio.io/v1alpha3` only): patches to the generated Envoy
+    /// configuration.
+    EnvoyFilter,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
@@ -136,6 +144,7 @@ impl Kind {
         Kind::PeerAuthentication,
         Kind::AuthorizationPolicy,
         Kind::RequestAuthentication,
+        Kind::EnvoyFilter,
     ];
 
     /// The kind's name in YAML.
@@ -149,6 +158,7 @@ impl Kind {
             Kind::PeerAuthentication => "PeerAuthentication",
             Kind::AuthorizationPolicy => "AuthorizationPolicy",
             Kind::RequestAuthentication => "RequestAuthentication",
+            Kind::EnvoyFilter => "EnvoyFilter",
         }
     }
 
@@ -222,6 +232,8 @@ pub enum ConfigSpec {
     AuthorizationPolicy(Box<AuthorizationPolicy>),
     /// A `RequestAuthentication`, boxed for the same reason.
     RequestAuthentication(Box<RequestAuthentication>),
+    /// An `EnvoyFilter`, boxed for the same reason.
+    EnvoyFilter(Box<EnvoyFilter>),
 }
 
 /// One configuration object.
@@ -245,6 +257,7 @@ impl ConfigObject {
             ConfigSpec::PeerAuthentication(_) => Kind::PeerAuthentication,
             ConfigSpec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
             ConfigSpec::RequestAuthentication(_) => Kind::RequestAuthentication,
+            ConfigSpec::EnvoyFilter(_) => Kind::EnvoyFilter,
         }
     }
 

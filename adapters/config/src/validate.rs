@@ -17,6 +17,7 @@
 mod attachment;
 mod authorization_policy;
 mod destination_rule;
+mod envoy_filter;
 mod gateway;
 mod http;
 mod http_match;
@@ -100,6 +101,7 @@ pub fn validate(object: &ConfigObject) -> Vec<Problem> {
         ConfigSpec::PeerAuthentication(pa) => peer_authentication::check(pa, &mut p),
         ConfigSpec::AuthorizationPolicy(ap) => authorization_policy::check(ap, &mut p),
         ConfigSpec::RequestAuthentication(ra) => request_authentication::check(ra, &mut p),
+        ConfigSpec::EnvoyFilter(ef) => envoy_filter::check(ef, &mut p),
     }
     p.0
 }

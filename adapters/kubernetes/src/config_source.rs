@@ -6,11 +6,10 @@
 //! messages). It gives two sources, each watching its own kinds with its own stream:
 //!
 //! - [`IstioConfig::config_source`]: `VirtualService`, `DestinationRule`, `Gateway`,
-//!   `Sidecar`, `WorkloadGroup` and `security.istio.io`'s `PeerAuthentication` and
-//!   `AuthorizationPolicy` as a [`ConfigSource`] named `Kubernetes`, whose stream follows the
-//!   contract on [`ConfigEvent`]. It also watches `security.istio.io`'s
-//!   `RequestAuthentication`, only to refuse each (with its Event) as `--config-dir` refuses
-//!   them: wayfinder does not enforce it yet, and skipping it would fail open.
+//!   `Sidecar`, `WorkloadGroup`, `EnvoyFilter` (`v1alpha3`, the one version Istio serves it
+//!   in) and `security.istio.io`'s `PeerAuthentication`, `AuthorizationPolicy` and
+//!   `RequestAuthentication` as a [`ConfigSource`] named `Kubernetes`, whose stream follows
+//!   the contract on [`ConfigEvent`].
 //! - [`IstioConfig::entries`]: `ServiceEntry` and `WorkloadEntry` as a [`Registry`], mapped as
 //!   the File registry maps them ([`wayfinder_config::model::Services`]: hosts, resolution,
 //!   `workloadSelector` across objects, repeated hosts merged), whose stream follows the

@@ -54,6 +54,11 @@ impl Layer {
         })
     }
 
+    /// Unique in the process: what was made of this layer is keyed by it.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The resources, by name.
     pub fn set(&self) -> &ResourceSet {
         &self.set

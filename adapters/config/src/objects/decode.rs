@@ -164,10 +164,12 @@ pub(crate) fn read(path: &std::path::Path, bytes: &[u8], validator: Validator) -
 pub(crate) fn unknown_kind(meta: &TypeMeta) -> String {
     format!(
         "skipping {meta}: an unknown kind (wayfinder reads ServiceEntry, WorkloadEntry, \
-         VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}}, and \
+         VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}}, \
+         EnvoyFilter of {}, and \
          PeerAuthentication, AuthorizationPolicy and RequestAuthentication of {}/{{{}}})",
         istio::GROUP,
         istio::VERSIONS.join(","),
+        istio::ENVOY_FILTER_API_VERSION,
         security::GROUP,
         security::VERSIONS.join(","),
     )
@@ -252,6 +254,8 @@ impl Decode for Box<Decoded> {
             Some(
                 Kind::PeerAuthentication | Kind::AuthorizationPolicy | Kind::RequestAuthentication,
             ) => security::is_read(meta),
+            // Istio serves EnvoyFilter in v1alpha3 only.
+            Some(Kind::EnvoyFilter) => meta.api_version == istio::ENVOY_FILTER_API_VERSION,
             Some(_) => istio::is_networking(meta),
             None => false,
         }
@@ -278,6 +282,9 @@ impl Decode for Box<Decoded> {
             }),
             Some(Kind::RequestAuthentication) => Decoded::new(Object::deserialize(de)?, |ra| {
                 ConfigSpec::RequestAuthentication(Box::new(ra))
+            }),
+            Some(Kind::EnvoyFilter) => Decoded::new(Object::deserialize(de)?, |ef| {
+                ConfigSpec::EnvoyFilter(Box::new(ef))
             }),
             None => return Err(D::Error::custom(format!("unexpected kind {}", meta.kind))),
         })

@@ -3,6 +3,7 @@
 
 mod authorization_policy;
 mod destination_rule;
+mod envoy_filter;
 mod gateway;
 mod http;
 mod names;

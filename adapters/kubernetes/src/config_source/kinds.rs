@@ -13,7 +13,10 @@ const SECURITY: &str = "security.istio.io";
 
 /// The versions tried, in order: the first one served is watched. `v1` since Istio 1.22
 /// (for both groups), `v1beta1` before.
-pub(super) const VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+const VERSIONS: &[&str] = &["v1", "v1beta1"];
+
+/// The one version Istio serves `EnvoyFilter` in.
+const ALPHA: &[&str] = &["v1alpha3"];
 
 /// One kind of Istio object, as the API names it.
 #[derive(Debug)]
@@ -24,18 +27,21 @@ pub(super) struct ApiKind {
     pub(super) kind: &'static str,
     /// `virtualservices`: the resource in API paths.
     pub(super) plural: &'static str,
+    /// The versions tried, in order.
+    pub(super) versions: &'static [&'static str],
 }
 
-/// The kinds of the config source. `PeerAuthentication` and `AuthorizationPolicy` are read as
-/// the networking kinds are; `RequestAuthentication` is read only to be refused, each with an
-/// error and a Kubernetes Event, until wayfinder enforces it: a mesh moved to wayfinder must
-/// not lose its JWT rules without a word.
-pub(super) const CONFIG: [ApiKind; 8] = [
+/// The kinds of the config source: the networking kinds and the security policies, read alike.
+pub(super) const CONFIG: [ApiKind; 9] = [
     ApiKind::new(NETWORKING, "VirtualService", "virtualservices"),
     ApiKind::new(NETWORKING, "DestinationRule", "destinationrules"),
     ApiKind::new(NETWORKING, "Gateway", "gateways"),
     ApiKind::new(NETWORKING, "Sidecar", "sidecars"),
     ApiKind::new(NETWORKING, "WorkloadGroup", "workloadgroups"),
+    ApiKind {
+        versions: ALPHA,
+        ..ApiKind::new(NETWORKING, "EnvoyFilter", "envoyfilters")
+    },
     ApiKind::new(SECURITY, "AuthorizationPolicy", "authorizationpolicies"),
     ApiKind::new(SECURITY, "PeerAuthentication", "peerauthentications"),
     ApiKind::new(SECURITY, "RequestAuthentication", "requestauthentications"),
@@ -53,6 +59,7 @@ impl ApiKind {
             group,
             kind,
             plural,
+            versions: VERSIONS,
         }
     }
 

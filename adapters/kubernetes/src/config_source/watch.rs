@@ -26,7 +26,7 @@ use wayfinder_registry::RegistryError;
 use wayfinder_registry::backoff::jittered;
 
 use super::Target;
-use super::kinds::{ApiKind, VERSIONS};
+use super::kinds::ApiKind;
 use super::object::ApiObject;
 use crate::errors::{describe, status};
 
@@ -75,7 +75,7 @@ type Watcher = BoxStream<'static, watcher::Result<Event<DynamicObject>>>;
 struct KindWatch {
     cluster: Target,
     kind: &'static ApiKind,
-    /// Index in [`VERSIONS`] of the version watched (or tried next).
+    /// Index in the kind's versions of the version watched (or tried next).
     version: usize,
     /// The running watcher; `None` after a failure, so that the next attempt lists again.
     watcher: Option<Watcher>,
@@ -95,7 +95,7 @@ impl KindWatch {
             return Ok(update);
         }
         loop {
-            let version = VERSIONS[self.version];
+            let version = self.kind.versions[self.version];
             let watcher = self.watcher.get_or_insert_with(|| {
                 let api = self.kind.api(&self.cluster, version);
                 watcher::watcher(api, watcher::Config::default()).boxed()
@@ -125,7 +125,7 @@ impl KindWatch {
                     "{}: {err}; listing again",
                     self.kind.watched(version)
                 ),
-                Some(404) if self.version + 1 < VERSIONS.len() => self.version += 1,
+                Some(404) if self.version + 1 < self.kind.versions.len() => self.version += 1,
                 Some(404) => {
                     self.version = 0;
                     if !self.missing {
@@ -165,7 +165,7 @@ impl KindWatch {
             "{}/{{{}}} {} is not served (is Istio's CRD installed?): no {} objects until it \
              is; looking again every {}s",
             self.kind.group,
-            VERSIONS.join(","),
+            self.kind.versions.join(","),
             self.kind.plural,
             self.kind.kind,
             MISSING_RETRY.as_secs(),

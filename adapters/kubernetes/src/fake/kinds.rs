@@ -148,6 +148,10 @@ pub(super) const KINDS: &[Kind] = &[
         ..istio("workloadgroups", "workloadgroup", "WorkloadGroup")
     },
     Kind {
+        versions: &["v1alpha3"],
+        ..istio("envoyfilters", "envoyfilter", "EnvoyFilter")
+    },
+    Kind {
         short: &["ap"],
         ..security(
             "authorizationpolicies",

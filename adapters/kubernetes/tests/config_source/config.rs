@@ -251,3 +251,46 @@ async fn peer_authentications_are_read_and_one_with_ports_but_no_selector_is_ref
     assert_eq!(involved["kind"], "PeerAuthentication");
     items.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_filters_are_read_in_v1alpha3_and_one_whose_value_is_not_its_message_is_refused() {
+    let fake = FakeApiServer::start().await;
+    let filter = |name: &str, value: serde_json::Value| {
+        json!({
+            "apiVersion": "networking.istio.io/v1alpha3",
+            "kind": "EnvoyFilter",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"configPatches": [{
+                "applyTo": "CLUSTER",
+                "match": {"cluster": {"service": "reviews.default.svc.cluster.local"}},
+                "patch": {"operation": "MERGE", "value": value},
+            }]},
+        })
+    };
+    fake.apply(filter("timeout", json!({"connect_timeout": "2s"})));
+    let mut items = config_source(fake.client());
+    let objects = items.reset().await;
+    let keys: Vec<_> = objects.iter().map(|o| o.key()).collect();
+    assert_eq!(keys, [key(Kind::EnvoyFilter, "timeout")]);
+
+    fake.apply(filter("bad", json!({"connect_timeout": "soon"})));
+    assert_eq!(items.refused().await, ["bad"]);
+    let err = items.error().await;
+    let RegistryError::Invalid { origin, detail } = &err else {
+        panic!("expected Invalid, got {err:?}");
+    };
+    assert_eq!(
+        origin,
+        &format!(
+            "{CLUSTER}: /apis/networking.istio.io/v1alpha3/namespaces/default/envoyfilters/bad"
+        )
+    );
+    assert!(
+        detail.starts_with(
+            "EnvoyFilter default/bad: spec.configPatches[0].patch.value: not a \
+             envoy.config.cluster.v3.Cluster"
+        ),
+        "{detail}"
+    );
+    items.stop().await;
+}

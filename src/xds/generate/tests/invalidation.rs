@@ -214,6 +214,10 @@ impl XdsSnapshot {
             localized,
             instances: _,
             conflicts: _,
+            // Not memos: the EnvoyFilters read from the configuration (kept while it is the
+            // same object) and the patched layers, made afresh for each snapshot.
+            envoy_filters: _,
+            patched: _,
         } = self;
         [
             (
