@@ -44,6 +44,7 @@
 //! and File registry, the Kubernetes adapter's API sources) and the server depend on it; it
 //! reads no file and talks to no server.
 
+pub mod analyze;
 pub mod authorization_policy;
 pub mod check;
 pub mod credentials;
