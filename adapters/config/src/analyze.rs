@@ -6,9 +6,9 @@
 //! a route to a host nothing defines (the proxy answers 503), a subset no DestinationRule
 //! defines, two VirtualServices for one host (one is ignored), a Gateway or Sidecar whose
 //! selector matches no workload, a DestinationRule whose TLS the workloads' PeerAuthentication
-//! refuses. Each analyzer (one file each under `analyze/`) reads the [`Context`] (the
+//! refuses. Each analyzer (one file each under `analyze/`) reads the `Context` (the
 //! accepted objects and what is known besides them) and reports findings on objects, with the
-//! field they are about; [`run`] turns them into [`Message`]s with their files and lines
+//! field they are about; `run` turns them into [`Message`]s with their files and lines
 //! and sorts them as istioctl does.
 //!
 //! What counts as existing: a host is known when a ServiceEntry among the analysed files

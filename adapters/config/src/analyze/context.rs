@@ -71,6 +71,24 @@ impl<'a> Context<'a> {
         wildcard
     }
 
+    /// The services a DestinationRule's `host` applies to from `namespace`: the one it names,
+    /// or, for a wildcard (`*.example.com`), every visible service it covers (where Istio looks
+    /// only for a ServiceEntry of that wildcard).
+    pub(crate) fn services_of(&self, host: &str, namespace: &str) -> Vec<&'a Registration> {
+        if !host.starts_with('*') {
+            return self.service(host, namespace).into_iter().collect();
+        }
+        let visible = self.services.iter().copied().filter(|r| {
+            let service = &r.service;
+            service
+                .export_to
+                .visible_from(&service.namespace, namespace)
+        });
+        visible
+            .filter(|r| host_within(&r.service.hostname, host))
+            .collect()
+    }
+
     /// The first workload with every label of `selector`, of `namespace` when one is given.
     pub(crate) fn workload(
         &self,
@@ -156,6 +174,13 @@ impl Found {
             field,
             text,
         }
+    }
+
+    /// Istio's `ReferencedResourceNotFound` (IST0101) on `field` of `on`: `Referenced WHAT
+    /// not found: "VALUE"`.
+    pub(crate) fn not_found(on: &Located, field: Field, what: &str, value: &str) -> Self {
+        let text = super::message::not_found(what, value);
+        Self::on(on, field, Code::ReferencedResourceNotFound, text)
     }
 
     /// A finding on an object known only by its kind, namespace and name (one validation

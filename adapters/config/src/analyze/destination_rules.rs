@@ -5,7 +5,6 @@
 use super::lines::Field;
 use super::message::Code;
 use super::{Context, Found};
-use crate::validate::names::host_within;
 
 /// `UnknownDestinationRuleHost` for a DestinationRule whose host names no service visible from
 /// its namespace. A wildcard host (`*.example.com`) is known when it covers a service, where
@@ -13,16 +12,7 @@ use crate::validate::names::host_within;
 pub(crate) fn hosts(cx: &Context<'_>, found: &mut Vec<Found>) {
     for (located, dr) in cx.destination_rules() {
         let namespace = &*located.object.meta.namespace;
-        let known = if dr.host.starts_with('*') {
-            cx.services.iter().any(|r| {
-                let s = &r.service;
-                s.export_to.visible_from(&s.namespace, namespace)
-                    && host_within(&s.hostname, &dr.host)
-            })
-        } else {
-            cx.service(&dr.host, namespace).is_some()
-        };
-        if !known {
+        if cx.services_of(&dr.host, namespace).is_empty() {
             let text = format!(
                 "The host {} defined in the DestinationRule does not match any services in the mesh.",
                 dr.host

@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 
 use super::lines::Field;
-use super::message::{Code, not_found};
 use super::{Context, Found};
 
 /// `Referenced gateway not found` for a VirtualService's `gateways` entry naming no Gateway
@@ -28,13 +27,7 @@ pub(crate) fn references(cx: &Context<'_>, found: &mut Vec<Found>) {
             });
             if !exists {
                 let field = Field::at("spec").key("gateways").index(i);
-                let text = not_found("gateway", name);
-                found.push(Found::on(
-                    located,
-                    field,
-                    Code::ReferencedResourceNotFound,
-                    text,
-                ));
+                found.push(Found::not_found(located, field, "gateway", name));
             }
         }
     }
@@ -48,12 +41,11 @@ pub(crate) fn selectors(cx: &Context<'_>, found: &mut Vec<Found>) {
     for (located, gw) in cx.gateways() {
         let Some(workload) = cx.workload(None, &gw.selector) else {
             let field = label_field(&gw.selector, Field::at("spec").key("selector"));
-            let text = not_found("selector", &selector_string(&gw.selector));
-            found.push(Found::on(
+            found.push(Found::not_found(
                 located,
                 field,
-                Code::ReferencedResourceNotFound,
-                text,
+                "selector",
+                &selector_string(&gw.selector),
             ));
             continue;
         };
@@ -77,13 +69,7 @@ pub(crate) fn selectors(cx: &Context<'_>, found: &mut Vec<Found>) {
                     .secrets
                     .contains(&(namespace.to_owned(), secret.to_owned()))
                 {
-                    let text = not_found("credentialName", name);
-                    found.push(Found::on(
-                        located,
-                        field,
-                        Code::ReferencedResourceNotFound,
-                        text,
-                    ));
+                    found.push(Found::not_found(located, field, "credentialName", name));
                 }
             }
         }

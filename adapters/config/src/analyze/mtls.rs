@@ -14,16 +14,15 @@ use wayfinder_registry::{Labels, Registration};
 use super::lines::Field;
 use super::message::{Code, go_quote};
 use super::{Context, Found};
-use crate::objects::Located;
 use crate::peer_authentication::effective;
-use crate::validate::names::host_within;
 use crate::{ClientTlsMode, DestinationRule, MtlsMode};
 
 /// One `MTLSPolicyConflict` per DestinationRule and service whose workloads refuse its TLS,
 /// at the first port and workload that do.
 pub(crate) fn conflicts(cx: &Context<'_>, found: &mut Vec<Found>) {
     for (located, dr) in cx.destination_rules() {
-        for registration in services(cx, located, dr) {
+        let namespace = &*located.object.meta.namespace;
+        for registration in cx.services_of(&dr.host, namespace) {
             if let Some(conflict) = conflict(cx, dr, registration) {
                 let text = format!(
                     "A DestinationRule and PeerAuthentication are in conflict with regards to mTLS \
@@ -59,26 +58,6 @@ struct Conflict {
     policy: String,
     /// The DestinationRule's TLS mode field.
     field: Field,
-}
-
-/// The services a DestinationRule's host names.
-fn services<'a>(
-    cx: &Context<'a>,
-    located: &Located,
-    dr: &DestinationRule,
-) -> Vec<&'a Registration> {
-    let namespace = &*located.object.meta.namespace;
-    if dr.host.starts_with('*') {
-        let visible = cx.services.iter().copied().filter(|r| {
-            let s = &r.service;
-            s.export_to.visible_from(&s.namespace, namespace)
-        });
-        visible
-            .filter(|r| host_within(&r.service.hostname, &dr.host))
-            .collect()
-    } else {
-        cx.service(&dr.host, namespace).into_iter().collect()
-    }
 }
 
 fn conflict(

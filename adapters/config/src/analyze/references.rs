@@ -8,7 +8,6 @@
 use std::collections::BTreeSet;
 
 use super::lines::Field;
-use super::message::{Code, not_found};
 use super::{Context, Found};
 use crate::validate::names::host_within;
 use crate::{Destination, VirtualService};
@@ -83,13 +82,7 @@ pub(crate) fn hosts(cx: &Context<'_>, found: &mut Vec<Found>) {
             let field = routed.field.key("host");
             let Some(service) = cx.service(&d.host, namespace) else {
                 let what = if routed.mirror { "mirror host" } else { "host" };
-                let text = not_found(what, &d.host);
-                found.push(Found::on(
-                    located,
-                    field,
-                    Code::ReferencedResourceNotFound,
-                    text,
-                ));
+                found.push(Found::not_found(located, field, what, &d.host));
                 continue;
             };
             let Some(port) = d.port.as_ref().map(|p| p.number) else {
@@ -101,12 +94,11 @@ pub(crate) fn hosts(cx: &Context<'_>, found: &mut Vec<Found>) {
                 .iter()
                 .any(|p| u32::from(p.number) == port)
             {
-                let text = not_found("host:port", &format!("{}:{port}", d.host));
-                found.push(Found::on(
+                found.push(Found::not_found(
                     located,
                     field,
-                    Code::ReferencedResourceNotFound,
-                    text,
+                    "host:port",
+                    &format!("{}:{port}", d.host),
                 ));
             }
         }
@@ -144,14 +136,9 @@ pub(crate) fn subsets(cx: &Context<'_>, found: &mut Vec<Found>) {
                 } else {
                     "host+subset in destinationrule"
                 };
-                let text = not_found(what, &format!("{}+{}", d.host, d.subset));
                 let field = routed.field.key("subset");
-                found.push(Found::on(
-                    located,
-                    field,
-                    Code::ReferencedResourceNotFound,
-                    text,
-                ));
+                let value = format!("{}+{}", d.host, d.subset);
+                found.push(Found::not_found(located, field, what, &value));
             }
         }
     }

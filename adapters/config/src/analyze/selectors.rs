@@ -4,7 +4,6 @@
 
 use super::gateways::{label_field, selector_string};
 use super::lines::Field;
-use super::message::{Code, not_found};
 use super::{Context, Found};
 
 /// `Referenced selector not found` for a Sidecar with a selector that matches no workload of
@@ -21,12 +20,11 @@ pub(crate) fn sidecars(cx: &Context<'_>, found: &mut Vec<Found>) {
         if cx.workload(Some(namespace), selector).is_none() {
             let field = Field::at("spec").key("workloadSelector").key("labels");
             let field = label_field(selector, field);
-            let text = not_found("selector", &selector_string(selector));
-            found.push(Found::on(
+            found.push(Found::not_found(
                 located,
                 field,
-                Code::ReferencedResourceNotFound,
-                text,
+                "selector",
+                &selector_string(selector),
             ));
         }
     }
