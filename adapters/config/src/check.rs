@@ -139,8 +139,8 @@ impl Checker {
         self.compose();
         let (view, _) = view::compose(&self.registry);
         let (mut lines, secrets) = self.analysis.take().unwrap_or_default();
-        let services: Vec<_> = view.values().chain(&known.registrations).collect();
-        let endpoints = services.iter().flat_map(|r| {
+        let services = view.values().chain(&known.registrations);
+        let endpoints = services.clone().flat_map(|r| {
             let namespace = &*r.service.namespace;
             r.endpoints.iter().map(move |e| (namespace, &e.labels))
         });
@@ -150,13 +150,7 @@ impl Checker {
             .chain(entries)
             .map(|(namespace, labels)| analyze::Workload { namespace, labels })
             .collect();
-        let cx = Context {
-            known,
-            config: &self.config,
-            services,
-            workloads,
-            secrets: &secrets,
-        };
+        let cx = Context::new(known, &self.config, services, workloads, &secrets);
         let mut messages = analyze::run(&cx, &mut lines);
         report::sort(&mut self.lines);
         let sorted = analyze::validation::sort(self.lines);

@@ -1,7 +1,7 @@
 //! What the analyzers read: the accepted objects by kind, the known services and workloads,
 //! the credentials; and what they report, a [`Found`] on an object's field.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use wayfinder_registry::{Labels, Registration};
@@ -29,8 +29,12 @@ pub(crate) struct Context<'a> {
     pub(crate) known: &'a Known,
     /// The accepted configuration objects, in file order.
     pub(crate) config: &'a [Located],
-    /// Every known service: the analysed files' ServiceEntries, then the registries'.
-    pub(crate) services: Vec<&'a Registration>,
+    /// Every known service by hostname, in order: the analysed files' ServiceEntries, then
+    /// the registries'. An index, so that a mesh of thousands of routes is looked up in
+    /// linear time.
+    by_host: HashMap<&'a str, Vec<&'a Registration>>,
+    /// The known services of wildcard hosts (`*.example.com`), in the same order.
+    wildcards: Vec<&'a Registration>,
     /// Every known workload.
     pub(crate) workloads: Vec<Workload<'a>>,
     /// The `Secret`s of the analysed files, as (namespace, name).
@@ -38,6 +42,34 @@ pub(crate) struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
+    /// What the analyzers read: `services` in precedence order (the analysed files'
+    /// ServiceEntries, then the registries').
+    pub(crate) fn new(
+        known: &'a Known,
+        config: &'a [Located],
+        services: impl IntoIterator<Item = &'a Registration>,
+        workloads: Vec<Workload<'a>>,
+        secrets: &'a BTreeSet<(String, String)>,
+    ) -> Self {
+        let mut by_host: HashMap<&str, Vec<&Registration>> = HashMap::new();
+        let mut wildcards = Vec::new();
+        for registration in services {
+            let host = &*registration.service.hostname;
+            by_host.entry(host).or_default().push(registration);
+            if host.starts_with('*') {
+                wildcards.push(registration);
+            }
+        }
+        Self {
+            known,
+            config,
+            by_host,
+            wildcards,
+            workloads,
+            secrets,
+        }
+    }
+
     /// Istio's `ConvertHostToFQDN`: a name without a dot (and not a wildcard) is a service of
     /// `namespace`; anything else is taken as written.
     pub(crate) fn fqdn(&self, host: &str, namespace: &str) -> String {
@@ -52,23 +84,18 @@ impl<'a> Context<'a> {
     /// name visible there, else a wildcard service covering it.
     pub(crate) fn service(&self, host: &str, namespace: &str) -> Option<&'a Registration> {
         let fqdn = self.fqdn(host, namespace);
-        let visible = self.services.iter().copied().filter(|r| {
-            let service = &r.service;
-            service
-                .export_to
-                .visible_from(&service.namespace, namespace)
-        });
-        let mut wildcard = None;
-        for registration in visible {
-            let name = &*registration.service.hostname;
-            if name == fqdn {
-                return Some(registration);
-            }
-            if wildcard.is_none() && name.starts_with('*') && host_within(&fqdn, name) {
-                wildcard = Some(registration);
-            }
-        }
-        wildcard
+        let named = self.by_host.get(fqdn.as_str()).into_iter().flatten();
+        let visible = |r: &&&'a Registration| visible_from(r, namespace);
+        named
+            .filter(visible)
+            .chain(
+                self.wildcards
+                    .iter()
+                    .filter(visible)
+                    .filter(|r| host_within(&fqdn, &r.service.hostname)),
+            )
+            .next()
+            .copied()
     }
 
     /// The services a DestinationRule's `host` applies to from `namespace`: the one it names,
@@ -78,14 +105,8 @@ impl<'a> Context<'a> {
         if !host.starts_with('*') {
             return self.service(host, namespace).into_iter().collect();
         }
-        let visible = self.services.iter().copied().filter(|r| {
-            let service = &r.service;
-            service
-                .export_to
-                .visible_from(&service.namespace, namespace)
-        });
-        visible
-            .filter(|r| host_within(&r.service.hostname, host))
+        let all = self.by_host.values().flatten().copied();
+        all.filter(|r| visible_from(r, namespace) && host_within(&r.service.hostname, host))
             .collect()
     }
 
@@ -148,6 +169,14 @@ impl<'a> Context<'a> {
             _ => None,
         })
     }
+}
+
+/// Whether a proxy in `namespace` sees `registration` (its `exportTo`).
+fn visible_from(registration: &Registration, namespace: &str) -> bool {
+    let service = &registration.service;
+    service
+        .export_to
+        .visible_from(&service.namespace, namespace)
 }
 
 /// What an analyzer found: a message's code and text, on a field of an object.

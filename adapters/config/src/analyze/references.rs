@@ -108,8 +108,9 @@ pub(crate) fn hosts(cx: &Context<'_>, found: &mut Vec<Found>) {
 /// `Referenced host+subset in destinationrule not found` for a destination's subset that no
 /// DestinationRule of its host defines.
 pub(crate) fn subsets(cx: &Context<'_>, found: &mut Vec<Found>) {
-    // (host as a full name, subset) of every DestinationRule.
-    let defined: BTreeSet<(String, &str)> = cx
+    // (host as a full name, subset) of every DestinationRule; those of wildcard hosts apart,
+    // as they are matched by suffix.
+    let (wildcards, defined): (BTreeSet<(String, &str)>, BTreeSet<_>) = cx
         .destination_rules()
         .flat_map(|(located, dr)| {
             let host = cx.fqdn(&dr.host, &located.object.meta.namespace);
@@ -117,7 +118,7 @@ pub(crate) fn subsets(cx: &Context<'_>, found: &mut Vec<Found>) {
                 .iter()
                 .map(move |s| (host.clone(), s.name.as_str()))
         })
-        .collect();
+        .partition(|(host, _)| host.starts_with('*'));
     for (located, vs) in cx.virtual_services() {
         let namespace = &*located.object.meta.namespace;
         for routed in destinations(vs) {
@@ -127,9 +128,10 @@ pub(crate) fn subsets(cx: &Context<'_>, found: &mut Vec<Found>) {
             }
             let host = cx.fqdn(&d.host, namespace);
             let subset = d.subset.as_str();
-            let covered = defined.iter().any(|(name, s)| {
-                *s == subset && (*name == host || name.starts_with('*') && host_within(&host, name))
-            });
+            let covered = defined.contains(&(host.clone(), subset))
+                || wildcards
+                    .iter()
+                    .any(|(name, s)| *s == subset && host_within(&host, name));
             if !covered {
                 let what = if routed.mirror {
                     "mirror+subset in destinationrule"

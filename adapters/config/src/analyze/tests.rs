@@ -213,3 +213,48 @@ fn exit_status_follows_istioctl() {
         .push(message(Code::ReferencedResourceNotFound));
     assert_eq!(analysis.exit_status(Level::Error), EXIT_ISSUES);
 }
+
+#[test]
+fn wildcard_services_and_destination_rules_cover_the_hosts_under_them() {
+    let files = "\
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: example
+spec:
+  hosts: ['*.example.com']
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: NONE
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: example
+spec:
+  host: '*.example.com'
+  subsets: [{name: v1, labels: {version: v1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: api
+spec:
+  hosts: [api.example.com]
+  tls:
+  - match: [{sniHosts: [api.example.com]}]
+    route:
+    - destination: {host: api.example.com, subset: v1}
+      weight: 50
+    - destination: {host: api.example.org, subset: v1}
+      weight: 50
+";
+    assert_eq!(
+        analyze(&[("w.yaml", files)], Vec::new()),
+        [
+            "Error [IST0101] (VirtualService default/api w.yaml:29) Referenced host not found: \
+             \"api.example.org\"",
+            "Error [IST0101] (VirtualService default/api w.yaml:29) Referenced host+subset in \
+             destinationrule not found: \"api.example.org+v1\""
+        ]
+    );
+}
