@@ -119,6 +119,12 @@ fn ist0113_mtls_policy_conflict() {
     case("ist0113_mtls");
 }
 
+/// IST0132 for a VirtualService bound to a Gateway that serves none of its hosts.
+#[test]
+fn ist0132_host_not_found_in_gateway() {
+    case("ist0132_gateway_hosts");
+}
+
 /// IST0174 for a DestinationRule for an unknown host.
 #[test]
 fn ist0174_unknown_destination_rule_host() {

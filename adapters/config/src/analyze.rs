@@ -19,8 +19,8 @@
 //! --use-kube=false`.
 //!
 //! The codes: IST0101 (`references`, `gateways`, `selectors`), IST0109 (`conflicts`), IST0113
-//! (`mtls`), IST0174 (`destination_rules`), and IST0106/IST0133 for what validation refused or
-//! warned about (`validation`).
+//! (`mtls`), IST0132 (`gateways`), IST0174 (`destination_rules`), and IST0106/IST0133 for what
+//! validation refused or warned about (`validation`).
 
 mod conflicts;
 mod context;

@@ -1,19 +1,25 @@
 //! IST0101 about gateways: a VirtualService bound to a Gateway that does not exist (Istio's
 //! `virtualservice.GatewayAnalyzer`), a Gateway whose selector matches no workload, and a
 //! Gateway server's credential that no Secret of the gateway's namespace holds
-//! (`gateway.IngressGatewayPortAnalyzer`, `gateway.SecretAnalyzer`).
+//! (`gateway.IngressGatewayPortAnalyzer`, `gateway.SecretAnalyzer`); IST0132 for a
+//! VirtualService bound to a Gateway that serves none of its hosts (`GatewayAnalyzer` too).
 //!
-//! A route bound to a missing Gateway is never served; a Gateway that selects nothing
-//! configures no proxy; a server without its credential is left out of the gateway's
-//! listeners.
+//! A route bound to a missing Gateway, or to one that serves none of its hosts, is never
+//! served; a Gateway that selects nothing configures no proxy; a server without its
+//! credential is left out of the gateway's listeners.
 
 use std::collections::BTreeMap;
 
 use super::lines::Field;
+use super::message::Code;
 use super::{Context, Found};
+use crate::Gateway;
+use crate::validate::names::hosts_overlap;
 
 /// `Referenced gateway not found` for a VirtualService's `gateways` entry naming no Gateway
-/// (`mesh`, the sidecars, is not one).
+/// (`mesh`, the sidecars, is not one), and `VirtualServiceHostNotFoundInGateway` for one whose
+/// servers serve none of the VirtualService's hosts. Istio gives the second for a missing
+/// Gateway too; one message says that better.
 pub(crate) fn references(cx: &Context<'_>, found: &mut Vec<Found>) {
     for (located, vs) in cx.virtual_services() {
         let namespace = &*located.object.meta.namespace;
@@ -22,12 +28,23 @@ pub(crate) fn references(cx: &Context<'_>, found: &mut Vec<Found>) {
                 continue;
             }
             let (gw_namespace, gw_name) = name.split_once('/').unwrap_or((namespace, name));
-            let exists = cx.gateways().any(|(gw, _)| {
+            let gateway = cx.gateways().find(|(gw, _)| {
                 *gw.object.meta.namespace == *gw_namespace && *gw.object.meta.name == *gw_name
             });
-            if !exists {
-                let field = Field::at("spec").key("gateways").index(i);
-                found.push(Found::not_found(located, field, "gateway", name));
+            let field = Field::at("spec").key("gateways").index(i);
+            match gateway {
+                None => found.push(Found::not_found(located, field, "gateway", name)),
+                Some((_, gateway)) if !serves(gateway, gw_namespace, namespace, &vs.hosts) => {
+                    let text = format!(
+                        "one or more host [{}] defined in VirtualService {namespace}/{} not found \
+                         in Gateway {gw_namespace}/{gw_name}.",
+                        vs.hosts.join(" "),
+                        located.object.meta.name,
+                    );
+                    let code = Code::VirtualServiceHostNotFoundInGateway;
+                    found.push(Found::on(located, field, code, text));
+                }
+                Some(_) => {}
             }
         }
     }
@@ -74,6 +91,22 @@ pub(crate) fn selectors(cx: &Context<'_>, found: &mut Vec<Found>) {
             }
         }
     }
+}
+
+/// Whether a server of `gateway` (of `gateway_namespace`) serves one of `hosts`, of a
+/// VirtualService of `namespace`: a server host `ns/host` serves only VirtualServices of `ns`
+/// (`.` the gateway's own namespace, `*` any), and hosts match as Istio's `host.Name.Matches`.
+fn serves(gateway: &Gateway, gateway_namespace: &str, namespace: &str, hosts: &[String]) -> bool {
+    let server_hosts = gateway.servers.iter().flat_map(|s| &s.hosts);
+    server_hosts.into_iter().any(|entry| {
+        let (scope, host) = entry.split_once('/').unwrap_or(("*", entry));
+        let scope = if scope == "." {
+            gateway_namespace
+        } else {
+            scope
+        };
+        (scope == "*" || scope == namespace) && hosts.iter().any(|h| hosts_overlap(host, h))
+    })
 }
 
 /// A selector as Kubernetes writes it (`app=reviews,version=v1`), as Istio's messages show it.

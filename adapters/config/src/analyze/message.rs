@@ -75,6 +75,9 @@ pub enum Code {
     /// wayfinder gives it under the code and name it had, at the level it had, with a text
     /// naming the PeerAuthentication (Istio's v1alpha1 `Policy` no longer exists).
     MtlsPolicyConflict,
+    /// IST0132, Warning: a VirtualService bound to a Gateway none of whose servers serves any
+    /// of its hosts.
+    VirtualServiceHostNotFoundInGateway,
     /// IST0133, Warning: what the server accepts with a warning (a field it does not act on).
     SchemaWarning,
     /// IST0174, Warning: a DestinationRule whose host is no known service.
@@ -89,6 +92,7 @@ impl Code {
             Code::SchemaValidationError => "IST0106",
             Code::ConflictingMeshGatewayVirtualServiceHosts => "IST0109",
             Code::MtlsPolicyConflict => "IST0113",
+            Code::VirtualServiceHostNotFoundInGateway => "IST0132",
             Code::SchemaWarning => "IST0133",
             Code::UnknownDestinationRuleHost => "IST0174",
         }
@@ -103,6 +107,7 @@ impl Code {
                 "ConflictingMeshGatewayVirtualServiceHosts"
             }
             Code::MtlsPolicyConflict => "MTLSPolicyConflict",
+            Code::VirtualServiceHostNotFoundInGateway => "VirtualServiceHostNotFoundInGateway",
             Code::SchemaWarning => "SchemaWarning",
             Code::UnknownDestinationRuleHost => "UnknownDestinationRuleHost",
         }
@@ -115,7 +120,9 @@ impl Code {
             | Code::SchemaValidationError
             | Code::ConflictingMeshGatewayVirtualServiceHosts
             | Code::MtlsPolicyConflict => Level::Error,
-            Code::SchemaWarning | Code::UnknownDestinationRuleHost => Level::Warning,
+            Code::VirtualServiceHostNotFoundInGateway
+            | Code::SchemaWarning
+            | Code::UnknownDestinationRuleHost => Level::Warning,
         }
     }
 }
