@@ -16,14 +16,14 @@
 
 mod report;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 use wayfinder_registry::RegistryError;
 
 use crate::analyze::{self, Analysis, Context, Known, Lines};
 use crate::convert::ObjectError;
-use crate::documents::{self, DocumentError, TypeMeta};
+use crate::documents::{self, DocumentError, Origin, TypeMeta};
 use crate::istio::IstioObject;
 use crate::model::FileKey;
 use crate::objects::{self, Item, Located};
@@ -135,8 +135,21 @@ impl Checker {
     /// found as messages too (IST0106, IST0133). `known` is what the analysis knows besides
     /// the files: the registries' services, the domain and root namespace. Call it on a
     /// checker made by [`Checker::analysing`]; another has no lines and credentials to give.
+    ///
+    /// Of objects with one key, only the one in force (the first, as the server ranks files) is
+    /// analysed: the others are reported as duplicates, and the server never applies them.
     pub fn analyze(mut self, known: &Known) -> Analysis {
         self.compose();
+        let (_, duplicates) = objects::compose(&self.config);
+        // A document's line tells a List's items apart.
+        let place = |o: &Origin| (o.path.clone(), o.document, o.line);
+        let ignored: HashSet<_> = duplicates.iter().map(|d| place(&d.origin)).collect();
+        let in_force: Vec<Located> = self
+            .config
+            .iter()
+            .filter(|l| !ignored.contains(&place(&l.origin)))
+            .cloned()
+            .collect();
         let (view, _) = view::compose(&self.registry);
         let (mut lines, secrets) = self.analysis.take().unwrap_or_default();
         let services = view.values().chain(&known.registrations);
@@ -150,7 +163,7 @@ impl Checker {
             .chain(entries)
             .map(|(namespace, labels)| analyze::Workload { namespace, labels })
             .collect();
-        let cx = Context::new(known, &self.config, services, workloads, &secrets);
+        let cx = Context::new(known, &in_force, services, workloads, &secrets);
         let mut messages = analyze::run(&cx, &mut lines);
         report::sort(&mut self.lines);
         let sorted = analyze::validation::sort(self.lines);

@@ -258,3 +258,24 @@ spec:
         ]
     );
 }
+
+#[test]
+fn only_the_object_in_force_of_a_duplicated_key_is_analysed() {
+    let to = |host: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: r\n\
+             spec:\n  hosts: [ratings]\n  http:\n  - route:\n    - destination: {{host: {host}}}\n"
+        )
+    };
+    let messages = analyze(
+        &[("a.yaml", &to("ratings")), ("b.yaml", &to("nowhere"))],
+        vec![ratings()],
+    );
+    assert_eq!(
+        messages,
+        [
+            "Error [IST0106] (VirtualService default/r b.yaml:1) Schema validation error: \
+             duplicate, first defined at a.yaml: document 1 (line 1)"
+        ]
+    );
+}
