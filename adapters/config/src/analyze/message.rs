@@ -197,8 +197,8 @@ pub(super) fn not_found(what: &str, value: &str) -> String {
     format!("Referenced {what} not found: {}", go_quote(value))
 }
 
-/// A string as Go's `%q` writes it: in double quotes, with `"`, `\` and control characters
-/// escaped.
+/// A string as Go's `%q` writes it (`strconv.Quote`): in double quotes, with `"`, `\` and
+/// control characters escaped (`\n`, `\x01`, `\u0085`).
 pub(super) fn go_quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('"');
@@ -209,10 +209,39 @@ pub(super) fn go_quote(value: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
             '\r' => out.push_str("\\r"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{b}' => out.push_str("\\v"),
+            '\u{c}' => out.push_str("\\f"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
             c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
             c => out.push(c),
         }
     }
     out.push('"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_read_as_istioctl_reads_them_and_compare_worst_first() {
+        assert_eq!(Level::from_name("warning"), Some(Level::Warning));
+        assert_eq!(Level::from_name("ERROR"), Some(Level::Error));
+        assert_eq!(Level::from_name("fatal"), None);
+        assert!(Level::Error.reaches(Level::Warning));
+        assert!(!Level::Info.reaches(Level::Warning));
+    }
+
+    #[test]
+    fn values_are_quoted_as_go_quotes_them() {
+        assert_eq!(
+            not_found("host", "a\"b\\c\n"),
+            r#"Referenced host not found: "a\"b\\c\n""#
+        );
+        assert_eq!(go_quote("\u{1}\u{7f}\u{7}"), r#""\x01\x7f\a""#);
+        assert_eq!(go_quote("\u{85}é"), r#""\u0085é""#);
+    }
 }
