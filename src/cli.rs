@@ -1,5 +1,5 @@
 //! The command line: `wayfinder discovery`, `wayfinder agent`, `wayfinder version`,
-//! `wayfinder request`, `wayfinder validate`. The agent's flags are in [`crate::agent::args`].
+//! `wayfinder request`, `wayfinder validate`, `wayfinder analyze`. The agent's flags are in [`crate::agent::args`].
 //!
 //! Flags are kebab-case; pilot-discovery's camelCase spellings are accepted as aliases
 //! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--meshConfig`, `--log_output_level`,
@@ -24,12 +24,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::logging::{LevelError, LogLevel};
 use crate::registries::Kind;
 
+mod analyze;
 mod limits;
 mod pilot;
 mod secure;
 
 pub use crate::agent::args::{AgentArgs, AgentCommand};
 
+pub use analyze::{AnalysisArgs, AnalyzeArgs};
 pub use limits::{LimitArgs, parse_bytes};
 pub use pilot::refuse_unsupported;
 pub use secure::SecureArgs;
@@ -60,6 +62,9 @@ pub enum Command {
     Request(RequestArgs),
     /// Check Istio configuration and ServiceEntry files offline; exit 1 when any is invalid.
     Validate(ValidateArgs),
+    /// Check Istio configuration files offline and across objects, as `istioctl analyze`:
+    /// messages with Istio's codes; exit 79 when any reaches `--failure-threshold`.
+    Analyze(AnalyzeArgs),
     /// Run beside a proxy, as pilot-agent does (`proxy sidecar|router`, `capture`).
     Agent(AgentArgs),
 }
@@ -70,6 +75,13 @@ pub struct ValidateArgs {
     /// Files or directories to check (every `.yaml`, `.yml` and `.json` in a directory).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// Analyse the files across objects as `wayfinder analyze` does (its output and exit
+    /// status), with the analysis flags below.
+    #[arg(long)]
+    pub analyze: bool,
+    /// The analysis's flags; read only with `--analyze`.
+    #[command(flatten, next_help_heading = "Analysis (with --analyze)")]
+    pub analysis: AnalysisArgs,
 }
 
 /// `wayfinder discovery` flags.
@@ -485,7 +497,7 @@ fn parse_log_level(s: &str) -> Result<LogLevel, String> {
     })
 }
 
-fn parse_kind(s: &str) -> Result<Kind, String> {
+pub(crate) fn parse_kind(s: &str) -> Result<Kind, String> {
     s.parse()
 }
 

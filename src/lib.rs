@@ -19,6 +19,7 @@
 
 pub mod agent;
 pub mod aggregate;
+pub mod analyze;
 pub mod autoregistration;
 pub mod ca;
 pub mod cli;

@@ -48,6 +48,9 @@ async fn main() -> ExitCode {
         }
         Command::Request(args) => request(args).await,
         Command::Validate(args) => return validate(&args),
+        Command::Analyze(args) => {
+            return ExitCode::from(wayfinder::analyze::run(&args.paths, &args.analysis));
+        }
         Command::Agent(AgentArgs {
             command: AgentCommand::Proxy(args),
         }) => agent_proxy(args).await,
@@ -286,7 +289,11 @@ async fn request(args: RequestArgs) -> anyhow::Result<()> {
 }
 
 /// `wayfinder validate`: prints every problem with its place; exit 1 when any is an error.
+/// With `--analyze`, `wayfinder analyze` instead.
 fn validate(args: &ValidateArgs) -> ExitCode {
+    if args.analyze {
+        return ExitCode::from(wayfinder::analyze::run(&args.paths, &args.analysis));
+    }
     let report = wayfinder_file::check(&args.paths);
     println!("{report}");
     if report.has_errors() {

@@ -17,6 +17,8 @@
 //!   the test's own), with and without `--debug-token-file`'s token; istiod's names for
 //!   them (`/debug/adsz`, `/debug/instancesz`, …).
 //! - `config`: traffic configuration from `--config-dir`, bad objects, `wayfinder validate`.
+//! - `analyze`: `wayfinder analyze`, one golden case per message code under
+//!   `tests/it/analyze/` (re-bless with `WAYFINDER_BLESS=1`), and istioctl's exit statuses.
 //! - `envoy`, `grpc`: real Envoy 1.40, Python grpcio and Node grpc-js-xds clients against the
 //!   binary (they need `scripts/install-test-tools`; see `tools`).
 //! - `grpc_routing`: a VirtualService's weighted split and header match between
@@ -58,6 +60,7 @@
 mod ads_delta;
 mod ads_sotw;
 mod agent;
+mod analyze;
 mod architecture;
 mod authorization;
 mod autoregistration;

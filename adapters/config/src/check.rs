@@ -16,13 +16,14 @@
 
 mod report;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 use wayfinder_registry::RegistryError;
 
+use crate::analyze::{self, Analysis, Context, Known, Lines};
 use crate::convert::ObjectError;
-use crate::documents::{self, DocumentError};
+use crate::documents::{self, DocumentError, Origin, TypeMeta};
 use crate::istio::IstioObject;
 use crate::model::FileKey;
 use crate::objects::{self, Item, Located};
@@ -41,9 +42,22 @@ pub struct Checker {
     registry: BTreeMap<FileKey, FileContents>,
     /// The accepted config objects, in precedence order.
     config: Vec<Located>,
+    /// For [`Checker::analyze`]: the files' bytes (for the lines of fields), and the `Secret`s
+    /// they hold, as (namespace, name). `None` when only checking.
+    analysis: Option<(Lines, BTreeSet<(String, String)>)>,
 }
 
 impl Checker {
+    /// A checker whose files are analysed afterwards ([`Checker::analyze`]): it keeps their
+    /// bytes, and reads their `Secret`s (as credentials) rather than listing them as objects of
+    /// a kind wayfinder does not read.
+    pub fn analysing() -> Self {
+        Self {
+            analysis: Some(Default::default()),
+            ..Self::default()
+        }
+    }
+
     /// Reads the bytes of the file at `path` (which names it in the report and chooses the
     /// format, as for the server: `.json` is one JSON document, anything else YAML). Files
     /// take precedence in the order they are given, as the server ranks them.
@@ -58,6 +72,13 @@ impl Checker {
                 }
             };
             let Some(object) = &parsed.object else {
+                if let Some((_, secrets)) = &mut self.analysis
+                    && is_secret(&parsed.meta)
+                    && let Some(name) = &parsed.name
+                {
+                    let namespace = parsed.namespace.as_deref().unwrap_or("default");
+                    secrets.insert((namespace.to_owned(), name.clone()));
+                }
                 continue;
             };
             self.objects += 1;
@@ -80,6 +101,9 @@ impl Checker {
         for item in objects::read(path, bytes, objects::VALIDATE) {
             self.config_item(item);
         }
+        if let Some((lines, _)) = &mut self.analysis {
+            lines.add(path, bytes);
+        }
     }
 
     /// An error line for what could not be read at `location` (a path that does not exist, a
@@ -97,6 +121,58 @@ impl Checker {
         Report {
             problems,
             objects_checked: self.objects,
+            files_checked: self.registry.len(),
+        }
+    }
+
+    /// The services the files read so far define, composed as the File registry composes
+    /// them (objects it would refuse left out).
+    pub fn registrations(&self) -> Vec<wayfinder_registry::Registration> {
+        view::compose(&self.registry).0.into_values().collect()
+    }
+
+    /// The cross-object analysis of everything read ([`crate::analyze`]), with what validation
+    /// found as messages too (IST0106, IST0133). `known` is what the analysis knows besides
+    /// the files: the registries' services, the domain and root namespace. Call it on a
+    /// checker made by [`Checker::analysing`]; another has no lines and credentials to give.
+    ///
+    /// Of objects with one key, only the one in force (the first, as the server ranks files) is
+    /// analysed: the others are reported as duplicates, and the server never applies them.
+    pub fn analyze(mut self, known: &Known) -> Analysis {
+        self.compose();
+        let (_, duplicates) = objects::compose(&self.config);
+        // A document's line tells a List's items apart.
+        let place = |o: &Origin| (o.path.clone(), o.document, o.line);
+        let ignored: HashSet<_> = duplicates.iter().map(|d| place(&d.origin)).collect();
+        let in_force: Vec<Located> = self
+            .config
+            .iter()
+            .filter(|l| !ignored.contains(&place(&l.origin)))
+            .cloned()
+            .collect();
+        let (view, _) = view::compose(&self.registry);
+        let (mut lines, secrets) = self.analysis.take().unwrap_or_default();
+        let services = view.values().chain(&known.registrations);
+        let endpoints = services.clone().flat_map(|r| {
+            let namespace = &*r.service.namespace;
+            r.endpoints.iter().map(move |e| (namespace, &e.labels))
+        });
+        let entries = self.registry.values().flat_map(|f| &f.workloads);
+        let entries = entries.map(|w| (&*w.namespace, &w.endpoint.labels));
+        let workloads = endpoints
+            .chain(entries)
+            .map(|(namespace, labels)| analyze::Workload { namespace, labels })
+            .collect();
+        let cx = Context::new(known, &in_force, services, workloads, &secrets);
+        let mut messages = analyze::run(&cx, &mut lines);
+        report::sort(&mut self.lines);
+        let sorted = analyze::validation::sort(self.lines);
+        messages.extend(sorted.found.into_iter().map(|f| f.resolve(&mut lines)));
+        analyze::sort(&mut messages);
+        Analysis {
+            messages,
+            unparsed: sorted.unparsed,
+            skipped: sorted.skipped,
             files_checked: self.registry.len(),
         }
     }
@@ -126,6 +202,7 @@ impl Checker {
                 }
             }
             Item::Registry => {}
+            Item::Unknown { .. } if self.analysis.is_some() && is_secret_item(&item) => {}
             Item::Unknown { origin, meta } => {
                 let message = objects::unknown_kind(&meta);
                 self.push(Location::Document(origin), None, None, message, false);
@@ -202,4 +279,13 @@ impl Checker {
             self.lines.push(line);
         }
     }
+}
+
+/// A Kubernetes `Secret` (`v1`): a gateway's credential.
+fn is_secret(meta: &TypeMeta) -> bool {
+    meta.kind == "Secret" && meta.api_version == "v1"
+}
+
+fn is_secret_item(item: &Item) -> bool {
+    matches!(item, Item::Unknown { meta, .. } if is_secret(meta))
 }

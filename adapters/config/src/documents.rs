@@ -25,7 +25,7 @@
 
 mod head;
 mod list;
-mod split;
+pub(crate) mod split;
 
 use std::fmt;
 use std::path::Path;

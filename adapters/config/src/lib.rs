@@ -36,7 +36,8 @@
 //!   sources'). The File adapter drives them with watched files; [`Feed`] drives them with
 //!   named blobs, for the Kubernetes API. So an object means the same wherever it is read.
 //! - **The offline check** ([`check`], for `wayfinder validate`): files' bytes read as both
-//!   models read them, every problem in a report.
+//!   models read them, every problem in a report; [`analyze`] (for `wayfinder analyze`)
+//!   checks what it accepted across objects, with Istio's message codes.
 //!
 //! Start with [`ConfigObject`] and [`ConfigEvent`] for what sources send, then [`model`].
 //!
@@ -46,6 +47,7 @@
 //! and File registry, the Kubernetes adapter's API sources) and the server depend on it; it
 //! reads no file and talks to no server.
 
+pub mod analyze;
 pub mod authorization_policy;
 pub mod check;
 pub mod credentials;

@@ -22,7 +22,7 @@ mod gateway;
 mod http;
 mod http_match;
 mod http_policy;
-mod names;
+pub(crate) mod names;
 mod peer_authentication;
 mod regex;
 mod request_authentication;

@@ -1,12 +1,15 @@
-//! Checking configuration files offline, for `wayfinder validate PATH...`: the files the
-//! server would read, read as it reads them, and judged by `wayfinder-config`'s [`Checker`]
-//! (which says what is checked and how).
+//! Checking configuration files offline, for `wayfinder validate PATH...` and `wayfinder
+//! analyze PATH...`: the files the server would read, read as it reads them, and judged by
+//! `wayfinder-config`'s [`Checker`] (which says what is checked and how), then analysed
+//! across objects ([`wayfinder_config::analyze`]) for `analyze`.
 
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use wayfinder_config::analyze::{Analysis, Known};
 use wayfinder_config::check::{Checker, Location, Report};
+use wayfinder_registry::Registration;
 
 use crate::read::{self, DEFAULT_MAX_FILE_BYTES};
 use crate::watch::is_config_file;
@@ -18,7 +21,40 @@ use crate::watch::is_config_file;
 /// read ([`crate::read`]: not a regular file, or over [`DEFAULT_MAX_FILE_BYTES`]).
 pub fn check(paths: &[PathBuf]) -> Report {
     let mut checker = Checker::default();
-    for file in files(&mut checker, paths) {
+    read_all(&mut checker, paths);
+    checker.report()
+}
+
+/// Reads every file of `paths` as [`check`] does and analyses them together, with what
+/// `known` says exists besides them: every problem [`check`] reports and the cross-object
+/// messages, with Istio's codes.
+pub fn analyze(paths: &[PathBuf], known: &Known) -> Analysis {
+    let mut checker = Checker::analysing();
+    read_all(&mut checker, paths);
+    checker.analyze(known)
+}
+
+/// The services of a File registry of `paths` (`--file-registry`), as the server's File
+/// registry would hold them: the objects it would refuse are left out, as it leaves them
+/// out. A path it could not read is an error, as the server refuses to start without it.
+pub fn registrations(paths: &[PathBuf]) -> Result<Vec<Registration>, String> {
+    let mut checker = Checker::default();
+    read_all(&mut checker, paths);
+    let registrations = checker.registrations();
+    let report = checker.report();
+    let unreadable = report
+        .problems
+        .iter()
+        .find(|p| matches!(p.origin, Location::Path(_)));
+    match unreadable {
+        Some(line) => Err(line.to_string()),
+        None => Ok(registrations),
+    }
+}
+
+/// Reads every file of `paths` into `checker`, in the server's precedence order.
+fn read_all(checker: &mut Checker, paths: &[PathBuf]) {
+    for file in files(checker, paths) {
         match read::read(&file, DEFAULT_MAX_FILE_BYTES) {
             Ok(Some(bytes)) => checker.file(&file, &bytes),
             Ok(None) => {
@@ -28,7 +64,6 @@ pub fn check(paths: &[PathBuf]) -> Report {
             Err(err) => checker.unreadable(Location::Path(file), err.to_string()),
         }
     }
-    checker.report()
 }
 
 /// The files to read, in the precedence order of the server, each once; a path that cannot

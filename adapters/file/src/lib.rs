@@ -18,7 +18,9 @@
 //! - **The offline check** ([`check()`], for `wayfinder validate PATH...`): every file read as
 //!   both of the above read it, and every problem (parse errors, rejected objects, duplicates,
 //!   warnings, unknown kinds) listed in a [`wayfinder_config::check::Report`] with its path,
-//!   document and line.
+//!   document and line; [`analyze()`] (for `wayfinder analyze PATH...`) reads the same files
+//!   and analyses them across objects, and [`registrations()`] reads a File registry's files
+//!   for it.
 //!
 //! This crate is about files: finding them, reading them safely ([`read`]) and watching them
 //! ([`watch`], batches of changed files, robust to editors' save patterns, public for reuse).
@@ -102,7 +104,7 @@ use wayfinder_registry::{CancellationToken, EventStream, Registration, RegistryI
 #[cfg(doc)]
 use wayfinder_registry::{Event, Registry, RegistryError};
 
-pub use crate::check::check;
+pub use crate::check::{analyze, check, registrations};
 pub use crate::config::ConfigDir;
 pub use crate::read::DEFAULT_MAX_FILE_BYTES;
 

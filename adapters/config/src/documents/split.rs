@@ -8,16 +8,16 @@
 
 /// One document: its bytes (from the start of a line) and the number of that line in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Chunk<'a> {
+pub(crate) struct Chunk<'a> {
     /// The document's lines, including a leading `---` marker line if any. Not checked to be
     /// UTF-8: a bad byte costs only the document it is in.
-    pub(super) bytes: &'a [u8],
+    pub(crate) bytes: &'a [u8],
     /// Line number in the file of the first line of `bytes`, from 1.
-    pub(super) first_line: u64,
+    pub(crate) first_line: u64,
 }
 
 /// The whole file as one document (JSON), or none when it is blank.
-pub(super) fn whole(bytes: &[u8]) -> Vec<Chunk<'_>> {
+pub(crate) fn whole(bytes: &[u8]) -> Vec<Chunk<'_>> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Vec::new();
     }
@@ -29,7 +29,7 @@ pub(super) fn whole(bytes: &[u8]) -> Vec<Chunk<'_>> {
 
 /// The documents of a YAML stream that hold anything besides comments, blank lines and
 /// directives, in order.
-pub(super) fn yaml(bytes: &[u8]) -> Vec<Chunk<'_>> {
+pub(crate) fn yaml(bytes: &[u8]) -> Vec<Chunk<'_>> {
     let mut chunks = Vec::new();
     let mut start = 0; // byte offset of the current document
     let mut first_line = 1;

@@ -201,7 +201,7 @@ pub(super) fn check_export_to(p: &mut Problems, field: &str, namespace: &str, li
 
 /// Whether two hosts overlap (Istio's `host.Name.Matches`): equal, or one wildcard covers the
 /// other (`*.example.com` and `api.example.com`, `*.com` and `*.example.com`).
-pub(super) fn hosts_overlap(a: &str, b: &str) -> bool {
+pub(crate) fn hosts_overlap(a: &str, b: &str) -> bool {
     match (a.strip_prefix('*'), b.strip_prefix('*')) {
         (Some(a), Some(b)) => a.ends_with(b) || b.ends_with(a),
         (Some(a), None) => b.ends_with(a),
@@ -211,7 +211,7 @@ pub(super) fn hosts_overlap(a: &str, b: &str) -> bool {
 }
 
 /// Whether every name `a` stands for is also covered by `b` (Istio's `host.Name.SubsetOf`).
-pub(super) fn host_within(a: &str, b: &str) -> bool {
+pub(crate) fn host_within(a: &str, b: &str) -> bool {
     match (a.strip_prefix('*'), b.strip_prefix('*')) {
         (Some(a), Some(b)) => a.len() >= b.len() && a.ends_with(b),
         (Some(_), None) => false,
