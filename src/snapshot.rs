@@ -7,6 +7,7 @@
 //! `Arc<Snapshot>` without locking (see [`published`]). The model knows nothing of xDS.
 
 mod config;
+mod delegates;
 mod publish;
 pub mod rules;
 mod status;

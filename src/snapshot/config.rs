@@ -19,7 +19,8 @@ pub struct TrafficConfig {
 }
 
 impl TrafficConfig {
-    /// Merges the sources' objects, first source first.
+    /// Merges the sources' objects, first source first; a root VirtualService is in force
+    /// with its delegates' rules merged in (`delegates.rs`).
     pub fn merge<'a>(
         sources: impl IntoIterator<Item = &'a BTreeMap<ConfigKey, Arc<ConfigObject>>>,
     ) -> Self {
@@ -29,6 +30,7 @@ impl TrafficConfig {
                 objects.entry(key.clone()).or_insert_with(|| object.clone());
             }
         }
+        super::delegates::expand(&mut objects);
         Self { objects }
     }
 

@@ -351,6 +351,40 @@ async fn header_match_routes_to_v3() {
     m.assert_nothing_rejected().await;
 }
 
+/// VirtualService `reviews-routes`: a delegate (no hosts) of the `default` namespace, whose
+/// short hosts are relative to it. Its second rule is outside any root prefix used here.
+const DELEGATE: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\n\
+    metadata: {name: reviews-routes, namespace: default}\nspec:\n  http:\n  \
+    - match: [{uri: {prefix: /reviews/v2}}]\n    \
+      route: [{destination: {host: reviews, subset: v2}}]\n  \
+    - match: [{uri: {prefix: /elsewhere}}]\n    \
+      route: [{destination: {host: reviews, subset: v2}}]\n  \
+    - route: [{destination: {host: reviews, subset: v3}}]\n";
+
+#[tokio::test]
+async fn a_delegate_s_rules_serve_under_the_root_s_match_once_it_exists() {
+    let Some(tools) = tools() else { return };
+    let http = format!(
+        "  - match: [{{uri: {{prefix: /reviews}}}}]\n    delegate: {{name: reviews-routes}}\n  \
+         - route: {}\n",
+        to("v1")
+    );
+    let m = Mesh::start(&tools, &V1_V2_V3, &["v1", "v2", "v3"], &http).await;
+    // No delegate yet: the delegating rule is left out, and the root's other rule answers.
+    m.wait_for("/reviews/v2", &[], "v1").await;
+    m.write("delegate.yaml", DELEGATE);
+    m.wait_for("/reviews/v2", &[], "v2").await;
+    let t = m.tally(20, 1, "/reviews/v2/x", &[]).await;
+    assert_eq!(count(&t, 200, "v2"), 20, "{t:?}");
+    // Under the root's prefix, the delegate's catch-all (narrowed to `/reviews`).
+    let t = m.tally(20, 1, "/reviews", &[]).await;
+    assert_eq!(count(&t, 200, "v3"), 20, "{t:?}");
+    // Outside it, the root's next rule: the delegate's `/elsewhere` rule was left out.
+    let t = m.tally(20, 1, "/elsewhere", &[]).await;
+    assert_eq!(count(&t, 200, "v1"), 20, "{t:?}");
+    m.assert_nothing_rejected().await;
+}
+
 #[tokio::test]
 async fn moving_a_route_loses_no_request() {
     let Some(tools) = tools() else { return };

@@ -51,6 +51,7 @@ pub mod analyze;
 pub mod authorization_policy;
 pub mod check;
 pub mod credentials;
+pub mod delegate;
 pub mod documents;
 pub mod envoy_filter;
 pub mod envoy_types;

@@ -52,9 +52,14 @@ pub struct HttpRoute {
     /// Answer directly instead of forwarding.
     #[serde(default)]
     pub direct_response: Option<Box<HttpDirectResponse>>,
-    /// Delegate to another VirtualService (not supported yet).
+    /// Delegate to another VirtualService (one without hosts), whose rules replace this one
+    /// (see [`crate::delegate`]).
     #[serde(default)]
     pub delegate: Option<Box<Delegate>>,
+    /// For a rule merged from a delegate: the delegate's namespace, which short destination
+    /// hosts are relative to. Never read from YAML.
+    #[serde(skip)]
+    pub delegate_namespace: Option<std::sync::Arc<str>>,
     /// Rewrite path or authority before forwarding.
     #[serde(default)]
     pub rewrite: Option<Box<HttpRewrite>>,

@@ -188,6 +188,16 @@ impl<'a> Destinations<'a> {
 }
 
 impl Destinations<'_> {
+    /// The same destinations with short hosts relative to `namespace` instead (the rules a
+    /// delegate gave, whose hosts are relative to the delegate's namespace).
+    pub(crate) fn in_namespace<'b>(&'b self, namespace: &'b str) -> Destinations<'b> {
+        Destinations {
+            ctx: self.ctx,
+            namespace,
+            port: self.port,
+        }
+    }
+
     /// `outbound|<port>|<subset>|<host>` for a destination. The port is the destination's, else
     /// the service's only port, else the listener's.
     pub(crate) fn cluster(&self, d: &Destination) -> String {

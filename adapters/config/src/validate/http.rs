@@ -81,11 +81,21 @@ fn check_action(rule: &HttpRoute, path: &str, p: &mut Problems) {
             ),
         ),
     }
-    if rule.delegate.is_some() {
-        p.error(
-            format!("{path}.delegate"),
-            "delegation to another VirtualService is not supported yet",
-        );
+    if let Some(delegate) = &rule.delegate {
+        if delegate.name.is_empty() {
+            p.error(format!("{path}.delegate.name"), "is required");
+        } else if !super::names::is_dns1123_label(&delegate.name) {
+            p.error(
+                format!("{path}.delegate.name"),
+                format!("{:?} is not a DNS-1123 label", delegate.name),
+            );
+        }
+        if !delegate.namespace.is_empty() && !super::names::is_dns1123_label(&delegate.namespace) {
+            p.error(
+                format!("{path}.delegate.namespace"),
+                format!("{:?} is not a DNS-1123 label", delegate.namespace),
+            );
+        }
     }
     if answered && rule.rewrite.is_some() {
         p.error(

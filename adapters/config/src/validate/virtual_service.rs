@@ -24,7 +24,15 @@ pub(super) fn check(vs: &VirtualService, namespace: &str, p: &mut Problems) {
         );
     }
     for (i, rule) in vs.http.iter().enumerate() {
-        http::check_route(rule, &format!("spec.http[{i}]"), p);
+        let path = format!("spec.http[{i}]");
+        http::check_route(rule, &path, p);
+        // Istio: a delegate's rules are merged into its root's, and delegate no further.
+        if vs.hosts.is_empty() && rule.delegate.is_some() {
+            p.error(
+                format!("{path}.delegate"),
+                "only a root VirtualService (one with hosts) may delegate",
+            );
+        }
     }
     for (i, rule) in vs.tls.iter().enumerate() {
         check_tls_route(vs, rule, &format!("spec.tls[{i}]"), p);
@@ -101,16 +109,30 @@ pub(super) fn check_weights(p: &mut Problems, field: &str, weights: &[Option<i32
     }
 }
 
-/// Hosts: at least one, each a (wildcard) domain, a short name or an IP address, none
-/// overlapping another, and no `*` where sidecars would see it (Istio's rule: it would capture
-/// all traffic of the mesh).
+/// Hosts: each a (wildcard) domain, a short name or an IP address, none overlapping another,
+/// and no `*` where sidecars would see it (Istio's rule: it would capture all traffic of the
+/// mesh). Without hosts a VirtualService is a delegate, used only through a root's
+/// `delegate`: it has HTTP rules only and no gateways (Istio's rules).
 fn check_hosts(vs: &VirtualService, p: &mut Problems) {
     if vs.hosts.is_empty() {
-        p.error(
-            "spec.hosts",
-            "at least one host is required (VirtualServices without hosts are delegates, \
-             which are not supported yet)",
-        );
+        if !vs.gateways.is_empty() {
+            p.error(
+                "spec.gateways",
+                "a delegate VirtualService (one without hosts) must have no gateways",
+            );
+        }
+        if !vs.tls.is_empty() {
+            p.error(
+                "spec.tls",
+                "a delegate VirtualService (one without hosts) must have no tls rules",
+            );
+        }
+        if !vs.tcp.is_empty() {
+            p.error(
+                "spec.tcp",
+                "a delegate VirtualService (one without hosts) must have no tcp rules",
+            );
+        }
     }
     let for_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
     let mut valid: Vec<(usize, &str)> = Vec::new();

@@ -51,6 +51,15 @@ pub(crate) fn routes(
 ) -> Vec<Route> {
     let mut out = Vec::new();
     for rule in rules {
+        // A rule a delegate gave resolves short hosts in the delegate's namespace.
+        let scoped;
+        let dest = match rule.delegate_namespace.as_deref() {
+            Some(namespace) => {
+                scoped = dest.in_namespace(namespace);
+                &scoped
+            }
+            None => dest,
+        };
         if rule.matches.is_empty() {
             out.push(convert(rule, None, dest));
             continue;

@@ -25,7 +25,9 @@ fn a_rule_does_exactly_one_thing() {
     assert_rule(&[
         ("{name: nothing}", &[""]),
         (&format!("{{{ROUTE}, redirect: {{uri: /x}}}}"), &[""]),
-        ("{delegate: {name: other}}", &[".delegate"]),
+        ("{delegate: {name: other}}", &[]),
+        ("{delegate: {name: Other}}", &[".delegate.name"]),
+        (&format!("{{{ROUTE}, delegate: {{name: other}}}}"), &[""]),
         ("{redirect: {uri: /x}, rewrite: {uri: /y}}", &[".rewrite"]),
         (
             "{directResponse: {status: 503}, fault: {abort: {httpStatus: 500}}}",

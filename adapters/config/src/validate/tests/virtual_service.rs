@@ -35,7 +35,20 @@ fn bookinfo_reviews_is_valid() {
 fn hosts_and_gateways() {
     let route = "http: [{route: [{destination: {host: reviews}}]}]";
     let cases: Vec<(String, &[&str])> = vec![
-        (format!("{{hosts: [], {route}}}"), &["spec.hosts"]),
+        // Without hosts: a delegate, with HTTP rules only and no gateways.
+        (format!("{{hosts: [], {route}}}"), &[]),
+        (
+            format!("{{hosts: [], gateways: [gw], {route}}}"),
+            &["spec.gateways"],
+        ),
+        (
+            "{hosts: [], tcp: [{route: [{destination: {host: db}}]}]}".to_string(),
+            &["spec.tcp"],
+        ),
+        (
+            "{hosts: [], http: [{delegate: {name: deeper}}]}".to_string(),
+            &["spec.http[0].delegate"],
+        ),
         (
             format!("{{hosts: [rev_iews], {route}}}"),
             &["spec.hosts[0]"],
