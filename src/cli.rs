@@ -196,6 +196,15 @@ pub struct Discovery {
         value_name = "PATH"
     )]
     pub mesh_config: Option<PathBuf>,
+    /// Istio's MeshNetworks file (the `meshNetworks` key of the `istio` ConfigMap), read at
+    /// start: which network endpoints are on and each network's gateways; a proxy reaches
+    /// endpoints of another network that has gateways through them.
+    #[arg(
+        long = "networks-config",
+        visible_aliases = ["networksConfig", "meshNetworks"],
+        value_name = "PATH"
+    )]
+    pub networks_config: Option<PathBuf>,
     /// The root namespace: its policies without a workload selector (PeerAuthentication)
     /// apply to the whole mesh, as Istio's MeshConfig `rootNamespace`.
     #[arg(

@@ -111,10 +111,16 @@ async fn discovery(mut args: Discovery) -> anyhow::Result<()> {
         .transpose()
         .context("--debug-token-file")?;
     // MeshConfig first: the CA signs for its trust domain.
+    let networks = match &args.networks_config {
+        Some(path) => wayfinder::mesh_config::load_networks(path)
+            .map_err(|e| anyhow::anyhow!("--networksConfig {e}"))?,
+        None => Default::default(),
+    };
     let flags = wayfinder::xds::MeshSettings {
         system_ca: args.system_ca_file.as_str().into(),
         trust_domain: args.secure.trust_domain.as_str().into(),
         root_namespace: args.root_namespace.as_str().into(),
+        networks: std::sync::Arc::new(networks),
         ..Default::default()
     };
     let (mesh, mesh_config) = match &args.mesh_config {

@@ -122,6 +122,24 @@ async fn follow(
     }
 }
 
+/// Reads and checks a MeshNetworks file (`--networksConfig`), at start only: `Err` names the
+/// file and the field.
+pub fn load_networks(path: &Path) -> Result<wayfinder_config::mesh_networks::MeshNetworks, String> {
+    let at = |e: String| format!("{}: {e}", path.display());
+    let bytes = wayfinder_file::read::read(path, MAX_BYTES)
+        .map_err(|e| at(e.to_string()))?
+        .ok_or_else(|| at("no such file".into()))?;
+    let text = String::from_utf8(bytes).map_err(|_| at("not UTF-8".into()))?;
+    let networks = wayfinder_config::mesh_networks::parse(&text).map_err(at)?;
+    tracing::info!(
+        "MeshNetworks {}: {} networks, gateways for {}",
+        path.display(),
+        networks.networks.len(),
+        networks.gateways().len()
+    );
+    Ok(networks)
+}
+
 /// Reads and checks the file: `Err` when it cannot be read, does not parse, or is refused.
 fn read(path: &Path) -> Result<Parsed, String> {
     let at = |e: String| format!("{}: {e}", path.display());
@@ -177,6 +195,8 @@ fn overlay(
         connect_timeout: config
             .connect_timeout
             .map_or(flags.connect_timeout, |d| d.0),
+        // `--networksConfig`'s, which MeshConfig does not hold.
+        networks: flags.networks.clone(),
     }
 }
 

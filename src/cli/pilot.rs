@@ -10,11 +10,7 @@
 use std::ffi::OsString;
 
 /// Each unsupported flag (without its dashes) and what to do instead.
-const UNSUPPORTED: [(&str, &str); 24] = [
-    (
-        "networksConfig",
-        "multi-network meshes are not supported yet: every endpoint is reached directly",
-    ),
+const UNSUPPORTED: [(&str, &str); 23] = [
     (
         "namespace",
         "wayfinder does not need its own namespace; the mesh's policies are read from \
@@ -164,16 +160,9 @@ mod tests {
 
     #[test]
     fn an_unsupported_flag_is_named_with_what_to_use_instead() {
-        let e = check(&[
-            "wayfinder",
-            "discovery",
-            "--grpcAddr",
-            ":0",
-            "--networksConfig=x",
-        ])
-        .unwrap_err();
+        let e = check(&["wayfinder", "discovery", "--grpcAddr", ":0", "--plugins=x"]).unwrap_err();
         assert!(
-            e.starts_with("pilot-discovery's `--networksConfig` is not supported: multi-network"),
+            e.starts_with("pilot-discovery's `--plugins` is not supported: there are no"),
             "{e}"
         );
         let e = check(&["wayfinder", "discovery", "-n", "istio-system"]).unwrap_err();
@@ -190,6 +179,8 @@ mod tests {
                 "discovery",
                 "--meshConfig",
                 "mesh",
+                "--networksConfig",
+                "networks",
                 "--clusterID",
                 "c",
             ][..],

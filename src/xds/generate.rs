@@ -42,6 +42,7 @@ mod listener;
 mod locality;
 mod memo;
 mod mesh_tls;
+mod network;
 mod picked;
 mod policy;
 mod proto;

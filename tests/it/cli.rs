@@ -55,9 +55,9 @@ fn bad_registries_and_paths_are_refused_at_start_with_the_reason() {
 /// instead, not with clap's guess at a flag spelled alike.
 #[test]
 fn pilot_discovery_flags_not_supported_are_refused_with_what_to_use_instead() {
-    let err = refused(&["--networksConfig", "/etc/istio/config/meshNetworks"]);
+    let err = refused(&["--plugins", "ext_authz"]);
     assert!(
-        err.contains("pilot-discovery's `--networksConfig` is not supported: multi-network"),
+        err.contains("pilot-discovery's `--plugins` is not supported: there are no"),
         "{err}"
     );
     assert!(!err.contains("tip:"), "no guessed spelling: {err}");

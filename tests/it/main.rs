@@ -30,6 +30,8 @@
 //!   (the push throttle's test is with the stalled delta client in `ads_delta`).
 //! - `envoy_filter`: EnvoyFilter Lua filters on both sides of two sidecars under the agent
 //!   (real Envoy 1.40), a change without a restart, a failing patch reported.
+//! - `multi_network`: two networks under the agent (real Envoy 1.40), a workload on the other
+//!   network reached only through its east-west gateway, in mesh mTLS.
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
 //! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back
@@ -87,6 +89,7 @@ mod logging;
 mod memory;
 mod mesh_config;
 mod mesh_identity;
+mod multi_network;
 mod push_budget;
 mod secure;
 mod support;

@@ -147,3 +147,37 @@ async fn a_bad_mesh_config_at_start_stops_the_server_with_its_file_and_field() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_bad_mesh_networks_file_at_start_stops_the_server_with_its_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("networks");
+    write(
+        dir.path(),
+        "networks",
+        "networks:\n  net2:\n    gateways: [{address: eastwest.example.com, port: 15443}]\n",
+    );
+    let child = tokio::process::Command::new(path())
+        .args(["discovery", "--networksConfig", file.to_str().unwrap()])
+        .args(LOOPBACK)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .expect("a server with a bad MeshNetworks file must exit")
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a bad MeshNetworks file must stop the start"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--networksConfig")
+            && stderr.contains(file.to_str().unwrap())
+            && stderr.contains("networks.net2.gateways[0].address"),
+        "{stderr}"
+    );
+}

@@ -16,7 +16,7 @@
 //! `NONE` and `STATIC` resolution): a `/32` or `/128` is one address, a wider one an address
 //! range of the service. A WorkloadEntry that names a `network` may have no address (Istio
 //! reaches it through that network's gateway): it is valid, and is no endpoint of any service
-//! here until wayfinder serves multi-network meshes.
+//! here yet (the server's network-aware endpoints count only endpoints with addresses).
 
 use std::net::IpAddr;
 use std::sync::Arc;

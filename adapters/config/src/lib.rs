@@ -57,6 +57,7 @@ pub mod envoy_filter;
 pub mod envoy_types;
 pub mod feed;
 pub mod mesh_config;
+pub mod mesh_networks;
 pub mod model;
 pub mod peer_authentication;
 pub mod request_authentication;

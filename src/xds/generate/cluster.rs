@@ -9,6 +9,7 @@ use super::MeshSettings;
 use super::endpoint;
 use super::locality::{self, Localized};
 use super::mesh_tls;
+use super::network;
 use super::policy::{HttpOptions, Policy};
 use super::proto::{ads, any, u32_value};
 use crate::snapshot::{MergedService, TrafficConfig};
@@ -203,18 +204,27 @@ fn one(
                 endpoint::Include::All(peers),
                 labels,
             );
-            cla = Some(
-                match locality::plan(
-                    policy.locality().or(up.mesh.locality_lb.as_ref()),
-                    policy.has_outlier_detection(),
-                ) {
-                    Some(plan) => {
-                        plan.apply_to_cluster(&mut cluster.common_lb_config);
-                        Assignment::Localized(Box::new(Localized::new(assignment, &members, plan)))
-                    }
-                    None => Assignment::Shared(Resource::encode(name.as_str(), &assignment)),
-                },
+            let plan = locality::plan(
+                policy.locality().or(up.mesh.locality_lb.as_ref()),
+                policy.has_outlier_detection(),
             );
+            // Endpoints on a network with gateways make the assignment depend on the
+            // proxy's network, as locality load balancing makes it depend on its place.
+            let networks = network::view(&up.mesh.networks, svc, port.number);
+            cla = Some(match (plan, networks) {
+                (None, None) => Assignment::Shared(Resource::encode(name.as_str(), &assignment)),
+                (plan, networks) => {
+                    if let Some(plan) = &plan {
+                        plan.apply_to_cluster(&mut cluster.common_lb_config);
+                    }
+                    let plan = plan.unwrap_or_else(locality::Plan::none);
+                    let mut localized = Localized::new(assignment, &members, plan);
+                    if let Some(view) = networks {
+                        localized = localized.with_network(view);
+                    }
+                    Assignment::Localized(Box::new(localized))
+                }
+            });
         }
         Resolution::Dns | Resolution::DnsRoundRobin => {
             let mut assignment = endpoint::load_assignment(

@@ -56,7 +56,7 @@ impl Peers<'_> {
 }
 
 /// Istio's endpoint metadata for auto mTLS: `envoy.transport_socket_match: {tlsMode: istio}`.
-fn istio_tls_mode() -> Metadata {
+pub(super) fn istio_tls_mode() -> Metadata {
     let fields = [(
         TLS_MODE_KEY.to_string(),
         Value {

@@ -31,6 +31,9 @@ pub struct MeshSettings {
     pub auto_mtls: bool,
     /// Clusters' connect timeout (MeshConfig's `connectTimeout`, Istio's default 10 s).
     pub connect_timeout: std::time::Duration,
+    /// The mesh's networks and their gateways (`--networksConfig`): endpoints on a network
+    /// with gateways are reached through them from other networks (`generate/network.rs`).
+    pub networks: Arc<wayfinder_config::mesh_networks::MeshNetworks>,
 }
 
 impl Default for MeshSettings {
@@ -43,6 +46,7 @@ impl Default for MeshSettings {
             locality_lb: None,
             auto_mtls: true,
             connect_timeout: std::time::Duration::from_secs(10),
+            networks: Arc::default(),
         }
     }
 }

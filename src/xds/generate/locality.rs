@@ -49,6 +49,9 @@ const LOCALITY_LABEL: &str = "istio-locality";
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct Place {
     pub(super) locality: Locality,
+    /// The proxy's network: endpoints of other networks with gateways are reached through
+    /// them (`network.rs`).
+    pub(super) network: Arc<str>,
     /// Each label `failoverPriority` names, with the proxy's value (empty when it has none).
     pub(super) labels: Vec<(String, String)>,
     /// Whether the proxy has any label (its own, or one of where it is): Istio compares
@@ -80,6 +83,14 @@ pub(super) struct Plan {
 }
 
 impl Plan {
+    /// A plan that shapes nothing: for an assignment made per place for its networks only.
+    pub(super) fn none() -> Self {
+        Self {
+            setting: LocalityLbSetting::default(),
+            failover: false,
+        }
+    }
+
     /// The cluster's locality weighted load balancing, when Istio's `ApplyToCluster` sets it.
     pub(super) fn apply_to_cluster(&self, common: &mut Option<CommonLbConfig>) {
         let s = &self.setting;
@@ -116,6 +127,8 @@ pub(super) struct Localized {
     base: ClusterLoadAssignment,
     labels: Vec<Vec<Labels>>,
     plan: Plan,
+    /// The endpoints' networks, when some are on a network with gateways.
+    network: Option<super::network::View>,
     /// The assignment made for each place so far. A `Localized` belongs to one version of its
     /// service, so an endpoint change elsewhere in the mesh re-encodes nothing here.
     made: Mutex<HashMap<Place, Arc<Resource>>>,
@@ -146,8 +159,16 @@ impl Localized {
             base,
             labels,
             plan,
+            network: None,
             made: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same, with its endpoints' networks: each place's assignment reaches endpoints of
+    /// other networks through their gateways.
+    pub(super) fn with_network(mut self, view: super::network::View) -> Self {
+        self.network = Some(view);
+        self
     }
 
     /// The plan, for the labels a place needs.
@@ -203,6 +224,9 @@ impl Localized {
                 apply_failover(locality, &mut cla, s);
             }
         }
+        if let Some(view) = &self.network {
+            view.apply(&mut cla, &place.network);
+        }
         Resource::encode(self.name.clone(), &cla)
     }
 }
@@ -253,6 +277,7 @@ pub(super) fn place(
         || !cluster.is_empty();
     Place {
         locality: locality.clone(),
+        network: network.into(),
         labels: wanted
             .iter()
             .map(|name| ((*name).to_string(), value(name)))

@@ -4,6 +4,7 @@ mod authn;
 mod authz;
 mod invalidation;
 mod mesh_tls;
+mod network;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

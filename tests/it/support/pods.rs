@@ -103,9 +103,23 @@ pub(crate) async fn mesh_agent(
     netns: &Netns,
     mesh: &Mesh,
     role: &str,
+    pod: (&str, &str, &str),
+    env: &[(&str, &str)],
+    token_file: &Path,
+) -> Agent {
+    mesh_agent_at(netns, mesh, role, pod, env, token_file, &[]).await
+}
+
+/// [`mesh_agent`] with the agent's `ports` (its status and Envoy admin ports) besides the
+/// defaults, for a second agent in one network namespace.
+pub(crate) async fn mesh_agent_at(
+    netns: &Netns,
+    mesh: &Mesh,
+    role: &str,
     (pod, ip, sa): (&str, &str, &str),
     env: &[(&str, &str)],
     token_file: &Path,
+    ports: &[(u16, u16)],
 ) -> Agent {
     let pod_dir = mesh.dir.path().join(pod);
     std::fs::create_dir_all(&pod_dir).unwrap();
@@ -119,27 +133,32 @@ pub(crate) async fn mesh_agent(
         ("SERVICE_ACCOUNT", sa),
     ];
     all_env.extend_from_slice(env);
-    let agent = Agent::start(
-        netns,
-        &pod_dir,
-        role,
-        &[
-            "--binary-path",
-            &envoy,
-            "--discovery-address",
-            "10.1.1.5:15012",
-            "--control-plane-auth-policy",
-            "MUTUAL_TLS",
-            "--ca-root-cert",
-            &root,
-            "--bootstrap-token-file",
-            &token,
-            "--secret-ttl",
-            "30s",
-        ],
-        &all_env,
-    )
-    .await;
+    let mut args = vec![
+        "--binary-path",
+        &envoy,
+        "--discovery-address",
+        "10.1.1.5:15012",
+        "--control-plane-auth-policy",
+        "MUTUAL_TLS",
+        "--ca-root-cert",
+        &root,
+        "--bootstrap-token-file",
+        &token,
+        "--secret-ttl",
+        "30s",
+    ];
+    let (status, admin) = ports.first().map_or((15020, 15000), |p| *p);
+    let (status_port, admin_port) = (status.to_string(), admin.to_string());
+    if !ports.is_empty() {
+        args.extend([
+            "--status-port",
+            &status_port,
+            "--proxy-admin-port",
+            &admin_port,
+        ]);
+    }
+    let at = format!("127.0.0.1:{status}");
+    let agent = Agent::start_at(netns, &pod_dir, role, &at, &args, &all_env).await;
     agent.ready(netns).await;
     agent
 }
@@ -163,6 +182,11 @@ pub(crate) struct Mesh {
 impl Mesh {
     /// Starts it with `configs` (file name, YAML) in the `--config-dir`.
     pub(crate) async fn start(tools: Tools, configs: &[(&str, &str)]) -> Self {
+        Self::start_with(tools, configs, &[]).await
+    }
+
+    /// [`Mesh::start`], with the server's `flags` besides.
+    pub(crate) async fn start_with(tools: Tools, configs: &[(&str, &str)], flags: &[&str]) -> Self {
         let (a, b) = two_pods(&tools).await;
         // Pod B's workload, on its loopback as a container's server would be.
         let (app, port) = backend_in(b.command(&tools.python), &tools, "pod-b", &[]).await;
@@ -191,24 +215,20 @@ impl Mesh {
         // B's agent reaches it, with a certificate that names that address.
         let arg = |p: &Path| p.display().to_string();
         let (c, t, d) = (arg(&config), arg(&dir.path().join("tokens")), arg(&ca));
-        let w = discovery_in_pod_a(
-            &a,
-            &tools,
-            &files,
-            &[
-                "--config-dir",
-                &c,
-                "--secure-grpc-addr",
-                "10.1.1.5:15012",
-                "--secure-grpc-san",
-                "10.1.1.5,localhost",
-                "--ca-dir",
-                &d,
-                "--bootstrap-tokens",
-                &t,
-            ],
-        )
-        .await;
+        let mut args = vec![
+            "--config-dir",
+            &c,
+            "--secure-grpc-addr",
+            "10.1.1.5:15012",
+            "--secure-grpc-san",
+            "10.1.1.5,localhost",
+            "--ca-dir",
+            &d,
+            "--bootstrap-tokens",
+            &t,
+        ];
+        args.extend_from_slice(flags);
+        let w = discovery_in_pod_a(&a, &tools, &files, &args).await;
         capture(&b, &tools, &["-u", "0", "-g", "0"]).await;
         Self {
             tools,
