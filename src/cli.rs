@@ -189,7 +189,8 @@ pub struct Discovery {
     pub system_ca_file: String,
     /// Istio's MeshConfig file (the `mesh` key of the `istio` ConfigMap), watched: its
     /// `rootNamespace`, `trustDomain`, `outboundTrafficPolicy`, `localityLbSetting`,
-    /// `enableAutoMtls` and `connectTimeout` are acted on, and win over the flags for them.
+    /// `enableAutoMtls`, `connectTimeout` and `default*ExportTo` are acted on, and win over
+    /// the flags for them.
     #[arg(
         long = "mesh-config",
         visible_alias = "meshConfig",

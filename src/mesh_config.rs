@@ -197,6 +197,11 @@ fn overlay(
             .map_or(flags.connect_timeout, |d| d.0),
         // `--networksConfig`'s, which MeshConfig does not hold.
         networks: flags.networks.clone(),
+        exports: crate::snapshot::rules::ExportDefaults {
+            services: config.default_service_export_to.clone(),
+            virtual_services: config.default_virtual_service_export_to.clone(),
+            destination_rules: config.default_destination_rule_export_to.clone(),
+        },
     }
 }
 

@@ -269,7 +269,13 @@ impl Snapshot {
 
     /// The services a proxy in `namespace` sees: those exported to it, one per hostname.
     pub fn visible(&self, namespace: &str) -> Visible<'_> {
-        self.visible.visible(&self.services, namespace)
+        self.visible.visible(&self.services, namespace, &[])
+    }
+
+    /// [`Snapshot::visible`], with `default` the `exportTo` of services that give none
+    /// (MeshConfig's `defaultServiceExportTo`; empty: everywhere).
+    pub fn visible_with(&self, namespace: &str, default: &[String]) -> Visible<'_> {
+        self.visible.visible(&self.services, namespace, default)
     }
 
     /// Every endpoint count, for metrics and debug pages.

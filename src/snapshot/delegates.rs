@@ -61,7 +61,7 @@ fn merge(object: &ConfigObject, objects: &BTreeMap<ConfigKey, Arc<ConfigObject>>
             Some((_, Some(dvs))) if !dvs.hosts.is_empty() => {
                 Some("has hosts: it is a VirtualService of its own, not a delegate")
             }
-            Some((o, Some(dvs))) if !exported(&dvs.export_to, &o.meta.namespace, root_ns) => {
+            Some((o, Some(dvs))) if !exported(&dvs.export_to, &[], &o.meta.namespace, root_ns) => {
                 Some("is not exported to the root's namespace")
             }
             Some((_, Some(dvs))) => {

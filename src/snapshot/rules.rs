@@ -36,8 +36,32 @@ pub fn host_matches(pattern: &str, host: &str) -> bool {
     }
 }
 
-/// True when an object of `object_ns` with `export_to` is visible from `namespace`.
-pub fn exported(export_to: &[String], object_ns: &str, namespace: &str) -> bool {
+/// MeshConfig's `defaultServiceExportTo`, `defaultVirtualServiceExportTo` and
+/// `defaultDestinationRuleExportTo`: where an object that gives no `exportTo` is exported
+/// (empty: everywhere, Istio's default `*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportDefaults {
+    /// For services.
+    pub services: Vec<String>,
+    /// For VirtualServices.
+    pub virtual_services: Vec<String>,
+    /// For DestinationRules.
+    pub destination_rules: Vec<String>,
+}
+
+/// True when an object of `object_ns` with `export_to` (else `default`, MeshConfig's for its
+/// kind) is visible from `namespace`.
+pub fn exported(
+    export_to: &[String],
+    default: &[String],
+    object_ns: &str,
+    namespace: &str,
+) -> bool {
+    let export_to = if export_to.is_empty() {
+        default
+    } else {
+        export_to
+    };
     export_to.is_empty()
         || export_to.iter().any(|e| match e.as_str() {
             "*" => true,
@@ -73,9 +97,11 @@ impl TrafficConfig {
         service_ns: &str,
         proxy_ns: &str,
         domain: &str,
+        defaults: &ExportDefaults,
     ) -> Option<(&ConfigMeta, &DestinationRule)> {
+        let default = &defaults.destination_rules;
         self.destination_rules()
-            .filter(|(meta, dr)| exported(&dr.export_to, &meta.namespace, proxy_ns))
+            .filter(|(meta, dr)| exported(&dr.export_to, default, &meta.namespace, proxy_ns))
             .filter_map(|(meta, dr)| {
                 let pattern = resolve_host(&dr.host, &meta.namespace, domain);
                 host_matches(&pattern, host)
@@ -92,10 +118,12 @@ impl TrafficConfig {
         service_ns: &str,
         proxy_ns: &str,
         domain: &str,
+        defaults: &ExportDefaults,
     ) -> Option<(&ConfigMeta, &VirtualService)> {
+        let default = &defaults.virtual_services;
         self.virtual_services()
             .filter(|(meta, vs)| {
-                bound_to_mesh(vs) && exported(&vs.export_to, &meta.namespace, proxy_ns)
+                bound_to_mesh(vs) && exported(&vs.export_to, default, &meta.namespace, proxy_ns)
             })
             .filter_map(|(meta, vs)| {
                 let best = vs
@@ -207,9 +235,12 @@ mod tests {
 
     #[test]
     fn export_rules() {
-        assert!(exported(&[], "a", "b"));
-        assert!(exported(&[".".into()], "a", "a"));
-        assert!(!exported(&[".".into()], "a", "b"));
-        assert!(exported(&["b".into()], "a", "b"));
+        assert!(exported(&[], &[], "a", "b"));
+        assert!(exported(&[".".into()], &[], "a", "a"));
+        assert!(!exported(&[".".into()], &[], "a", "b"));
+        assert!(exported(&["b".into()], &[], "a", "b"));
+        // MeshConfig's default, for objects that give none.
+        assert!(!exported(&[], &[".".into()], "a", "b"));
+        assert!(exported(&["*".into()], &[".".into()], "a", "b"));
     }
 }

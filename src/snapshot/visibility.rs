@@ -41,14 +41,22 @@ impl Index {
         &self,
         services: &'a BTreeMap<ServiceKey, Arc<MergedService>>,
         namespace: &str,
+        default: &[String],
     ) -> Visible<'a> {
         self.by_host
             .values()
             .filter_map(|keys| {
                 let candidates = keys.iter().filter_map(|k| services.get(k)).filter(|s| {
-                    s.service
-                        .export_to
-                        .visible_from(&s.service.namespace, namespace)
+                    let export_to = &s.service.export_to;
+                    if export_to.0.is_empty() && !default.is_empty() {
+                        return super::rules::exported(
+                            &[],
+                            default,
+                            &s.service.namespace,
+                            namespace,
+                        );
+                    }
+                    export_to.visible_from(&s.service.namespace, namespace)
                 });
                 let mut first = None;
                 for s in candidates {

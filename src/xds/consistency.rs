@@ -179,7 +179,8 @@ impl Known<'_> {
 /// DestinationRule that applies defines it.
 fn defined(snap: &XdsSnapshot, proxy: &Proxy, host: &str, port: u16, subset: &str) -> bool {
     let model = snap.model();
-    let visible = model.visible(&proxy.namespace);
+    let exports = &snap.inputs().mesh.exports;
+    let visible = model.visible_with(&proxy.namespace, &exports.services);
     let Some(svc) = visible.iter().find(|s| &*s.service.hostname == host) else {
         return false;
     };
@@ -194,6 +195,7 @@ fn defined(snap: &XdsSnapshot, proxy: &Proxy, host: &str, port: u16, subset: &st
                 &svc.service.namespace,
                 &proxy.namespace,
                 snap.domain(),
+                exports,
             )
             .is_some_and(|(_, dr)| dr.subsets.iter().any(|s| s.name == subset))
 }

@@ -384,15 +384,7 @@ impl XdsSnapshot {
             ns.clone(),
             scope.map(|(meta, _)| config_key(Kind::Sidecar, meta)),
         );
-        let ctx = || {
-            Ctx::scoped(
-                &self.model,
-                &self.domain,
-                ns,
-                scope,
-                self.mesh.registry_only,
-            )
-        };
+        let ctx = || Ctx::scoped(&self.model, &self.domain, ns, scope, &self.mesh);
         let mesh_tls = proxy.mesh_tls();
         let upstreams = cluster::Upstreams {
             mesh: &self.mesh,
@@ -457,7 +449,7 @@ impl XdsSnapshot {
             self.gateways.get_after(
                 (ns.clone(), proxy.listen.clone(), labels, mesh_tls),
                 |previous| {
-                    let ctx = Ctx::new(&self.model, &self.domain, ns);
+                    let ctx = Ctx::new(&self.model, &self.domain, ns, &self.mesh);
                     let [listeners, routes, clusters] =
                         gateway::resources(&ctx, proxy, &self.mesh, &self.jwks);
                     let previous = previous.as_deref();
@@ -524,7 +516,7 @@ impl XdsSnapshot {
             (&self.grpc_routing, 2)
         };
         let pair = memo.get_after(ns.clone(), |previous| {
-            let ctx = Ctx::new(&self.model, &self.domain, ns);
+            let ctx = Ctx::new(&self.model, &self.domain, ns, &self.mesh);
             let mut sets: [ResourceSet; 2] = Default::default();
             for svc in &ctx.visible {
                 let rule = ctx.rule(svc);
@@ -566,7 +558,7 @@ impl XdsSnapshot {
         // mesh: only when some requested name is not a full one.
         let missing = requested.iter().any(|n| !scope.set().contains_key(n));
         if matches!(type_url, TypeUrl::Listener | TypeUrl::Route) && missing {
-            let ctx = Ctx::new(&self.model, &self.domain, ns);
+            let ctx = Ctx::new(&self.model, &self.domain, ns, &self.mesh);
             let aliases = grpc::aliases(&ctx, proxy, type_url, requested, scope.set());
             if !aliases.is_empty() {
                 layers.push(Layer::new(aliases));

@@ -9,9 +9,9 @@
 //! it; the server keeps the last good one.
 //!
 //! Acted on: `rootNamespace`, `trustDomain`, `outboundTrafficPolicy`, `localityLbSetting`,
-//! `enableAutoMtls` and `connectTimeout`. Read and reported as not acted on yet:
-//! `defaultConfig`, `defaultDestinationRuleExportTo`, `defaultVirtualServiceExportTo`,
-//! `defaultServiceExportTo`, `protocolDetectionTimeout`, `ingressClass`, `ingressService`.
+//! `enableAutoMtls`, `connectTimeout` and the `default*ExportTo`s. Read and reported as not
+//! acted on yet: `defaultConfig`, `protocolDetectionTimeout`, `ingressClass`,
+//! `ingressService`.
 
 use serde::{Deserialize, Serialize};
 
@@ -45,13 +45,13 @@ pub struct MeshConfig {
     /// Read, not acted on yet: the proxies' default ProxyConfig.
     #[serde(default)]
     pub default_config: Option<Opaque>,
-    /// Read, not acted on yet.
+    /// Where DestinationRules without `exportTo` are exported (Istio's default `*`).
     #[serde(default)]
     pub default_destination_rule_export_to: Vec<String>,
-    /// Read, not acted on yet.
+    /// Where VirtualServices without `exportTo` are exported (Istio's default `*`).
     #[serde(default)]
     pub default_virtual_service_export_to: Vec<String>,
-    /// Read, not acted on yet.
+    /// Where services without `exportTo` are exported (Istio's default `*`).
     #[serde(default)]
     pub default_service_export_to: Vec<String>,
     /// Read, not acted on yet.
@@ -86,18 +86,6 @@ impl MeshConfig {
     fn not_acted_on(&self) -> Vec<&'static str> {
         [
             ("defaultConfig", self.default_config.is_some()),
-            (
-                "defaultDestinationRuleExportTo",
-                !self.default_destination_rule_export_to.is_empty(),
-            ),
-            (
-                "defaultVirtualServiceExportTo",
-                !self.default_virtual_service_export_to.is_empty(),
-            ),
-            (
-                "defaultServiceExportTo",
-                !self.default_service_export_to.is_empty(),
-            ),
             (
                 "protocolDetectionTimeout",
                 self.protocol_detection_timeout.is_some(),
@@ -190,6 +178,19 @@ fn check(c: &MeshConfig) -> Vec<Problem> {
     }
     if let Some(l) = &c.locality_lb_setting {
         problems.extend(crate::validate::locality_lb_setting("localityLbSetting", l));
+    }
+    for (field, list) in [
+        ("defaultServiceExportTo", &c.default_service_export_to),
+        (
+            "defaultVirtualServiceExportTo",
+            &c.default_virtual_service_export_to,
+        ),
+        (
+            "defaultDestinationRuleExportTo",
+            &c.default_destination_rule_export_to,
+        ),
+    ] {
+        problems.extend(crate::validate::export_to(field, list));
     }
     problems
 }

@@ -81,6 +81,14 @@ pub fn locality_lb_setting(path: &str, setting: &crate::LocalityLbSetting) -> Ve
     p.0
 }
 
+/// Checks a mesh-wide `exportTo` default (MeshConfig's `default*ExportTo`) at `path`, as an
+/// object's `exportTo` is checked (`.`, `*` or namespace names, no repeats, `*` alone).
+pub fn export_to(path: &str, list: &[String]) -> Vec<Problem> {
+    let mut p = Problems::default();
+    names::check_export_to(&mut p, path, "(the object's)", list);
+    p.0
+}
+
 /// True if any of `problems` rejects the object.
 pub fn has_errors(problems: &[Problem]) -> bool {
     problems.iter().any(|p| p.fatal)

@@ -3,7 +3,8 @@
 
 use wayfinder_config::{ConfigMeta, DestinationRule, Sidecar};
 
-use crate::snapshot::rules::{egress_allows, registry_only};
+use super::MeshSettings;
+use crate::snapshot::rules::{ExportDefaults, egress_allows, registry_only};
 use crate::snapshot::{MergedService, Snapshot, Visible};
 
 /// What generators need besides a service: the snapshot, the mesh domain, and the namespace
@@ -16,24 +17,34 @@ pub(crate) struct Ctx<'a> {
     pub(crate) visible: Visible<'a>,
     /// True when traffic to unknown destinations goes nowhere (a Sidecar's `REGISTRY_ONLY`).
     pub(crate) registry_only: bool,
+    /// Where objects without `exportTo` are exported (MeshConfig's `default*ExportTo`).
+    pub(crate) exports: &'a ExportDefaults,
 }
 
 impl<'a> Ctx<'a> {
-    pub(super) fn new(model: &'a Snapshot, domain: &'a str, namespace: &'a str) -> Self {
-        Self::scoped(model, domain, namespace, None, false)
+    pub(super) fn new(
+        model: &'a Snapshot,
+        domain: &'a str,
+        namespace: &'a str,
+        mesh: &'a MeshSettings,
+    ) -> Self {
+        let mut ctx = Self::scoped(model, domain, namespace, None, mesh);
+        // Gateways are not scoped by a Sidecar, nor by the mesh's outbound policy.
+        ctx.registry_only = false;
+        ctx
     }
 
     /// A context whose services are limited by a Sidecar's egress hosts, its unknown
-    /// destinations sent nowhere as the Sidecar's policy says, else as `mesh_registry_only`
+    /// destinations sent nowhere as the Sidecar's policy says, else as the mesh's
     /// (MeshConfig's `outboundTrafficPolicy`).
     pub(super) fn scoped(
         model: &'a Snapshot,
         domain: &'a str,
         namespace: &'a str,
         sidecar: Option<(&ConfigMeta, &Sidecar)>,
-        mesh_registry_only: bool,
+        mesh: &'a MeshSettings,
     ) -> Self {
-        let mut visible = model.visible(namespace);
+        let mut visible = model.visible_with(namespace, &mesh.exports.services);
         if let Some((meta, sc)) = sidecar {
             visible.retain(|s| {
                 egress_allows(
@@ -44,13 +55,14 @@ impl<'a> Ctx<'a> {
                 )
             });
         }
-        let registry_only = registry_only(sidecar.map(|(_, sc)| sc), mesh_registry_only);
+        let registry_only = registry_only(sidecar.map(|(_, sc)| sc), mesh.registry_only);
         Self {
             model,
             domain,
             namespace,
             visible,
             registry_only,
+            exports: &mesh.exports,
         }
     }
 
@@ -73,6 +85,7 @@ impl<'a> Ctx<'a> {
             &svc.service.namespace,
             self.namespace,
             self.domain,
+            self.exports,
         )
     }
 }

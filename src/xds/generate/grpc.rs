@@ -105,6 +105,7 @@ pub(super) fn route(ctx: &Ctx<'_>, name: &str, svc: &MergedService, port: &Port)
         &svc.service.namespace,
         ctx.namespace,
         ctx.domain,
+        ctx.exports,
     ) {
         let dest = Destinations::new(ctx, &meta.namespace, port.number);
         routes = http::routes(&vs.http, port.number, http::Bound::Mesh, &dest)

@@ -34,6 +34,8 @@ pub struct MeshSettings {
     /// The mesh's networks and their gateways (`--networksConfig`): endpoints on a network
     /// with gateways are reached through them from other networks (`generate/network.rs`).
     pub networks: Arc<wayfinder_config::mesh_networks::MeshNetworks>,
+    /// Where objects without `exportTo` are exported (MeshConfig's `default*ExportTo`).
+    pub exports: crate::snapshot::rules::ExportDefaults,
 }
 
 impl Default for MeshSettings {
@@ -47,6 +49,7 @@ impl Default for MeshSettings {
             auto_mtls: true,
             connect_timeout: std::time::Duration::from_secs(10),
             networks: Arc::default(),
+            exports: Default::default(),
         }
     }
 }

@@ -165,6 +165,7 @@ fn opaque_chains(
         &svc.service.namespace,
         ctx.namespace,
         ctx.domain,
+        ctx.exports,
     );
     let chains = match vs {
         Some((meta, vs)) if tls && !vs.tls.is_empty() => {

@@ -118,6 +118,7 @@ fn service_routes(ctx: &Ctx<'_>, svc: &MergedService, port: u16) -> Vec<Route> {
         &svc.service.namespace,
         ctx.namespace,
         ctx.domain,
+        ctx.exports,
     ) {
         let dest = Destinations {
             ctx,
