@@ -182,10 +182,16 @@ pub fn egress_allows(
     service_ns: &str,
     hostname: &str,
 ) -> bool {
-    if sidecar.egress.is_empty() {
-        return true;
-    }
-    sidecar.egress.iter().flat_map(|e| &e.hosts).any(|entry| {
+    sidecar.egress.is_empty()
+        || sidecar
+            .egress
+            .iter()
+            .any(|e| hosts_allow(&e.hosts, sidecar_ns, service_ns, hostname))
+}
+
+/// True when one egress listener's `hosts` (`namespace/host` entries) take a service.
+pub fn hosts_allow(hosts: &[String], sidecar_ns: &str, service_ns: &str, hostname: &str) -> bool {
+    hosts.iter().any(|entry| {
         let (ns, host) = entry.split_once('/').unwrap_or(("*", entry.as_str()));
         let ns_ok = match ns {
             "*" => true,

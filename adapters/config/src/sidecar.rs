@@ -30,18 +30,37 @@ pub struct Sidecar {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EgressListener {
-    /// Port (not supported yet: hosts apply to every port).
+    /// The port its hosts are imported on; none: every port no other listener names.
     #[serde(default)]
-    pub port: Option<Opaque>,
-    /// Bind address (not supported yet).
+    pub port: Option<SidecarPort>,
+    /// The address the port's listener is at (the capture address when empty).
     #[serde(default)]
     pub bind: String,
-    /// Capture mode (not supported yet).
+    /// `IPTABLES`/`DEFAULT` (the listener takes captured connections) or `NONE` (it binds
+    /// its address and port itself, for applications that connect to it).
     #[serde(default)]
     pub capture_mode: Option<String>,
     /// `namespace/host` entries: `./*` (own namespace), `istio-system/*`, `*/api.example.com`, …
     #[serde(default)]
     pub hosts: Vec<String>,
+}
+
+/// An egress listener's port (Istio `SidecarPort`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SidecarPort {
+    /// The port number.
+    #[serde(default)]
+    pub number: u32,
+    /// Its protocol (`HTTP`, `TCP`, …): the services' own protocols are used.
+    #[serde(default)]
+    pub protocol: String,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// Not used for egress.
+    #[serde(default)]
+    pub target_port: Option<u32>,
 }
 
 /// What happens to traffic for unknown destinations.

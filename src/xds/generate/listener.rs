@@ -41,19 +41,22 @@ pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> (ResourceSet, 
     let mut http_ports: BTreeMap<u16, ()> = BTreeMap::new();
     for svc in visible {
         for port in svc.service.ports.iter().filter(|p| p.protocol.is_http()) {
-            http_ports.insert(port.number, ());
+            if ctx.on_port(svc, port.number) {
+                http_ports.insert(port.number, ());
+            }
         }
     }
     for &port in http_ports.keys() {
-        let name = names::listener(&listen.address, port);
+        let (address, binds) = at(ctx, listen, port);
+        let name = names::listener(address, port);
         let listener = Listener {
             name: name.clone(),
-            address: socket_address(&listen.address, port),
+            address: socket_address(address, port),
             filter_chains: vec![FilterChain {
                 filters: vec![http_manager(&name, port)],
                 ..Default::default()
             }],
-            bind_to_port: bool_value(false),
+            bind_to_port: bool_value(binds),
             traffic_direction: TrafficDirection::Outbound as i32,
             ..Default::default()
         };
@@ -66,6 +69,7 @@ pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> (ResourceSet, 
             .ports
             .iter()
             .filter(|p| !p.protocol.is_http() && super::cluster::is_proxied(p.protocol))
+            .filter(|p| ctx.on_port(svc, p.number))
         {
             opaque_chains(
                 ctx,
@@ -88,13 +92,21 @@ pub(super) fn outbound(ctx: &Ctx<'_>, listen: &ListenSettings) -> (ResourceSet, 
             } else {
                 Vec::new()
             },
-            bind_to_port: bool_value(false),
+            bind_to_port: bool_value(o.binds),
             traffic_direction: TrafficDirection::Outbound as i32,
             ..Default::default()
         };
         insert(&mut set, Resource::encode(name, &listener));
     }
     (set, conflicts)
+}
+
+/// Where a port's listener is and whether it binds it itself: its Sidecar egress listener's
+/// `bind` and `captureMode` (see `Ctx::bind`), else the capture address, taking captured
+/// connections.
+fn at<'a>(ctx: &Ctx<'a>, listen: &'a ListenSettings, port: u16) -> (&'a str, bool) {
+    ctx.bind(port)
+        .map_or((&*listen.address, false), |b| (b.address, b.binds))
 }
 
 /// The listeners a scope's services could not have, by Istio's kinds of conflict
@@ -113,6 +125,8 @@ struct Opaque {
     address: String,
     port: u16,
     tls: bool,
+    /// The listener binds its address itself (`captureMode: NONE`).
+    binds: bool,
     chains: Vec<FilterChain>,
 }
 
@@ -134,6 +148,7 @@ fn opaque_chains(
 ) {
     let tls = matches!(port.protocol, Protocol::Tls | Protocol::Https);
     let host = &svc.service.hostname;
+    let (capture, binds) = at(ctx, listen, port.number);
     // Where the chains go: each VIP's listener, the capture address's for each range (its
     // chains matched by the range), else the capture address's.
     let mut targets: Vec<(String, Option<CidrRange>)> = svc
@@ -146,15 +161,15 @@ fn opaque_chains(
     let wildcard = ranges.is_empty() && targets.is_empty();
     if (wildcard || !ranges.is_empty()) && http_taken {
         tracing::debug!(service = %svc.service.key(), port = port.number, "opaque port without a VIP shadowed by HTTP services");
-        let name = names::listener(&listen.address, port.number);
+        let name = names::listener(capture, port.number);
         conflicts.tcp_over_http.insert(name);
     } else if wildcard {
-        targets.push((listen.address.to_string(), None));
+        targets.push((capture.to_string(), None));
     } else {
         targets.extend(
             ranges
                 .iter()
-                .map(|r| (listen.address.to_string(), Some(cidr_range(r)))),
+                .map(|r| (capture.to_string(), Some(cidr_range(r)))),
         );
     }
     if targets.is_empty() {
@@ -214,10 +229,12 @@ fn opaque_chains(
     };
     for (address, range) in targets {
         let name = names::listener(&address, port.number);
+        let binds = binds && address == capture;
         let entry = listeners.entry(name.clone()).or_insert_with(|| Opaque {
             address,
             port: port.number,
             tls,
+            binds,
             chains: Vec::new(),
         });
         if entry.tls != tls {

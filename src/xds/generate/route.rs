@@ -29,7 +29,9 @@ pub(super) fn outbound(ctx: &Ctx<'_>, proxy_domain: &str) -> ResourceSet {
     let mut by_port: BTreeMap<u16, Vec<&MergedService>> = BTreeMap::new();
     for svc in &ctx.visible {
         for port in svc.service.ports.iter().filter(|p| p.protocol.is_http()) {
-            by_port.entry(port.number).or_default().push(svc);
+            if ctx.on_port(svc, port.number) {
+                by_port.entry(port.number).or_default().push(svc);
+            }
         }
     }
     let mut set = ResourceSet::new();

@@ -2,6 +2,7 @@
 
 mod authn;
 mod authz;
+mod egress;
 mod exports;
 mod invalidation;
 mod mesh_tls;

@@ -52,13 +52,31 @@ pub(super) fn check(sc: &Sidecar, p: &mut Problems) {
 /// comes last so that listeners with ports take precedence.
 fn check_egress(sc: &Sidecar, p: &mut Problems) {
     let mut catch_all: Option<usize> = None;
+    let mut ports = std::collections::BTreeMap::new();
     for (i, listener) in sc.egress.iter().enumerate() {
         let path = format!("spec.egress[{i}]");
-        if listener.port.is_some() {
-            p.warn(
-                format!("{path}.port"),
-                "not supported yet: the hosts of this listener apply to every port",
-            );
+        if let Some(port) = &listener.port {
+            if !(1..=65535).contains(&port.number) {
+                p.error(
+                    format!("{path}.port.number"),
+                    format!("{} is not a port (1 to 65535)", port.number),
+                );
+            }
+            if !port.protocol.is_empty()
+                && wayfinder_registry::Protocol::parse(&port.protocol)
+                    == wayfinder_registry::Protocol::Unsupported
+            {
+                p.error(
+                    format!("{path}.port.protocol"),
+                    format!("{:?} is not a protocol Istio knows", port.protocol),
+                );
+            }
+            if let Some(first) = ports.insert(port.number, i) {
+                p.error(
+                    format!("{path}.port.number"),
+                    format!("spec.egress[{first}] has port {} already", port.number),
+                );
+            }
         } else if let Some(first) = catch_all {
             p.error(
                 &path,
@@ -73,11 +91,28 @@ fn check_egress(sc: &Sidecar, p: &mut Problems) {
                 p.error(&path, "the listener without a port must be the last one");
             }
         }
-        if !listener.bind.is_empty() {
-            p.ignored(format!("{path}.bind"));
+        if !listener.bind.is_empty() && listener.bind.parse::<std::net::IpAddr>().is_err() {
+            p.error(
+                format!("{path}.bind"),
+                format!("{:?} is not an IP address", listener.bind),
+            );
         }
-        if listener.capture_mode.is_some() {
-            p.ignored(format!("{path}.captureMode"));
+        if let Some(mode) = listener.capture_mode.as_deref()
+            && !matches!(mode, "DEFAULT" | "IPTABLES" | "NONE")
+        {
+            p.error(
+                format!("{path}.captureMode"),
+                format!("{mode:?} is not DEFAULT, IPTABLES or NONE"),
+            );
+        }
+        if listener.port.is_none()
+            && (!listener.bind.is_empty() || listener.capture_mode.as_deref() == Some("NONE"))
+        {
+            p.error(
+                &path,
+                "bind and captureMode NONE need a port: the listener without one takes what \
+                 is captured",
+            );
         }
         if listener.hosts.is_empty() {
             p.error(

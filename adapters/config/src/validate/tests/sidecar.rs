@@ -81,10 +81,40 @@ outboundTrafficPolicy:
             "spec.workloadSelector.labels",
             "spec.ingress",
             "spec.inboundConnectionPool",
-            "spec.egress[0].port",
-            "spec.egress[0].bind",
-            "spec.egress[0].captureMode",
             "spec.outboundTrafficPolicy.egressProxy",
         ],
+    );
+}
+
+#[test]
+fn egress_ports_bind_and_capture_mode_are_checked() {
+    let o = sc(r#"
+egress:
+- port: {number: 70000, protocol: SOAP}
+  bind: localhost
+  captureMode: SOMETIMES
+  hosts: ["./*"]
+- port: {number: 9080}
+  hosts: ["./*"]
+- port: {number: 9080}
+  hosts: ["./*"]
+- bind: 127.0.0.1
+  hosts: ["./*"]
+"#);
+    let errors: Vec<String> = validate(&o)
+        .into_iter()
+        .filter(|p| p.fatal)
+        .map(|p| p.field)
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "spec.egress[0].port.number",
+            "spec.egress[0].port.protocol",
+            "spec.egress[0].bind",
+            "spec.egress[0].captureMode",
+            "spec.egress[2].port.number",
+            "spec.egress[3]",
+        ]
     );
 }

@@ -1,0 +1,116 @@
+//! A Sidecar's egress listeners with ports: hosts imported on their port only, the listener
+//! without a port taking the other ports, and `bind` and `captureMode: NONE`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use prost::Message;
+use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec};
+use wayfinder_registry::{Endpoint, Protocol, Registration, RegistryId, Service};
+
+use crate::aggregate::snapshot_with_config;
+use crate::xds::fixtures::{DOMAIN, sidecar};
+use crate::xds::pb::listener::Listener;
+use crate::xds::pb::route::RouteConfiguration;
+use crate::xds::{TypeUrl, XdsSnapshot};
+
+/// `reviews` and `ratings` (HTTP 9080) and `db` (TCP 5432) in `default`, and a Sidecar whose
+/// egress listeners are `egress` (YAML).
+fn snapshot(egress: &str) -> XdsSnapshot {
+    let service = |name: &str, port: u16, protocol: Protocol, ip: u8| {
+        let mut s = Service::new(format!("{name}.default.svc.cluster.local"), "default")
+            .with_port("p", port, protocol);
+        s.addresses = vec![[10, 96, 0, ip].into()];
+        Registration::new(s, vec![Endpoint::new(format!("10.1.0.{ip}"))])
+    };
+    let sidecar = ConfigObject {
+        meta: ConfigMeta {
+            name: "default".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        },
+        spec: ConfigSpec::Sidecar(serde_saphyr::from_str(&format!("egress:\n{egress}")).unwrap()),
+    };
+    let registrations = vec![
+        service("reviews", 9080, Protocol::Http, 1),
+        service("ratings", 9080, Protocol::Http, 2),
+        service("db", 5432, Protocol::Tcp, 3),
+    ];
+    let model = snapshot_with_config(
+        vec![(RegistryId::new("Mock"), registrations)],
+        vec![sidecar],
+    )
+    .unwrap();
+    assert_eq!(model.config.objects.len(), 1, "the Sidecar is valid");
+    XdsSnapshot::new(Arc::new(model), DOMAIN)
+}
+
+fn names(s: &XdsSnapshot, t: TypeUrl) -> Vec<String> {
+    let r = s.resources(&sidecar(), t, &BTreeSet::new());
+    let mut names: Vec<String> = r.iter().map(|r| r.name.to_string()).collect();
+    names.sort();
+    names
+}
+
+fn hosts_on_9080(s: &XdsSnapshot) -> Vec<String> {
+    let r = s.resources(&sidecar(), TypeUrl::Route, &BTreeSet::new());
+    let rc = RouteConfiguration::decode(r.get("9080").unwrap().any().value.as_slice()).unwrap();
+    rc.virtual_hosts
+        .iter()
+        .map(|v| v.name.clone())
+        .filter(|n| n.contains('.'))
+        .collect()
+}
+
+#[test]
+fn a_port_s_listener_imports_its_hosts_there_and_the_catch_all_the_other_ports() {
+    let s = snapshot(
+        "- port: {number: 9080, protocol: HTTP, name: http}\n  \
+           hosts: [./reviews.default.svc.cluster.local]\n\
+         - hosts: ['./*']\n",
+    );
+    assert_eq!(
+        hosts_on_9080(&s),
+        ["reviews.default.svc.cluster.local:9080"]
+    );
+    // The catch-all still imports every service: ratings' cluster, db's listener.
+    let clusters = names(&s, TypeUrl::Cluster);
+    assert!(clusters.contains(&"outbound|9080||ratings.default.svc.cluster.local".to_string()));
+    let listeners = names(&s, TypeUrl::Listener);
+    assert!(
+        listeners.contains(&"10.96.0.3_5432".to_string()),
+        "{listeners:?}"
+    );
+
+    // Without a catch-all, other ports import nothing.
+    let s = snapshot("- port: {number: 9080, protocol: HTTP, name: http}\n  hosts: ['./*']\n");
+    assert_eq!(hosts_on_9080(&s).len(), 2);
+    let listeners = names(&s, TypeUrl::Listener);
+    assert!(
+        !listeners.iter().any(|l| l.ends_with("_5432")),
+        "{listeners:?}"
+    );
+}
+
+#[test]
+fn bind_and_capture_mode_none_make_a_listener_that_binds_its_own_address() {
+    let s = snapshot(
+        "- port: {number: 9080, protocol: HTTP, name: http}\n  bind: 127.0.0.2\n  \
+           captureMode: NONE\n  hosts: ['./*']\n\
+         - hosts: ['./*']\n",
+    );
+    let r = s.resources(&sidecar(), TypeUrl::Listener, &BTreeSet::new());
+    let l = Listener::decode(
+        r.get("127.0.0.2_9080")
+            .expect("the bound listener")
+            .any()
+            .value
+            .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(l.bind_to_port.map(|b| b.value), Some(true));
+    assert!(r.get("0.0.0.0_9080").is_none());
+    // Another port keeps the capture address, taking captured connections.
+    let db = Listener::decode(r.get("10.96.0.3_5432").unwrap().any().value.as_slice()).unwrap();
+    assert_eq!(db.bind_to_port.map(|b| b.value), Some(false));
+}
