@@ -608,7 +608,15 @@ impl XdsSnapshot {
 
     /// A sidecar's inbound layers: clusters, then the listener.
     fn inbound(&self, proxy: &Proxy) -> Arc<[Arc<Layer>; 2]> {
-        let ports = self.instances().ports(proxy);
+        // A Sidecar's ingress listeners, when it has any, are the inbound side (Istio).
+        let sidecar = self
+            .model
+            .config
+            .sidecar_for(&proxy.namespace, &proxy.labels);
+        let ports = match sidecar.filter(|(_, sc)| !sc.ingress.is_empty()) {
+            Some((_, sc)) => inbound::from_ingress(&sc.ingress, proxy),
+            None => self.instances().ports(proxy),
+        };
         let mtls = proxy.mesh_tls().then(|| {
             self.model
                 .config

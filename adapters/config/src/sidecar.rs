@@ -12,9 +12,10 @@ pub struct Sidecar {
     /// Workloads this applies to; none: every workload of the namespace without its own.
     #[serde(default)]
     pub workload_selector: Option<WorkloadSelector>,
-    /// Inbound listeners (not supported yet).
+    /// Inbound listeners: with any, the workload's inbound side is these ports only, each
+    /// forwarded to its `defaultEndpoint`.
     #[serde(default)]
-    pub ingress: Vec<Opaque>,
+    pub ingress: Vec<IngressListener>,
     /// What the workload may reach.
     #[serde(default)]
     pub egress: Vec<EgressListener>,
@@ -45,6 +46,31 @@ pub struct EgressListener {
     pub hosts: Vec<String>,
 }
 
+/// One inbound listener (Istio `IstioIngressListener`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressListener {
+    /// The port traffic arrives on, and its protocol.
+    #[serde(default)]
+    pub port: Option<SidecarPort>,
+    /// Where the workload listens: `127.0.0.1:PORT`, `0.0.0.0:PORT` (the workload's own
+    /// address), `[::1]:PORT` or `unix:///PATH`.
+    #[serde(default)]
+    pub default_endpoint: String,
+    /// Bind address (not supported yet: the inbound capture address is used).
+    #[serde(default)]
+    pub bind: String,
+    /// Capture mode (not supported yet: traffic is captured).
+    #[serde(default)]
+    pub capture_mode: Option<String>,
+    /// TLS the sidecar terminates (not supported yet).
+    #[serde(default)]
+    pub tls: Option<Opaque>,
+    /// Connection pool (not supported yet).
+    #[serde(default)]
+    pub connection_pool: Option<Opaque>,
+}
+
 /// An egress listener's port (Istio `SidecarPort`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -73,4 +99,39 @@ pub struct OutboundTrafficPolicy {
     /// Where `ALLOW_ANY` traffic goes (not supported yet).
     #[serde(default)]
     pub egress_proxy: Option<Opaque>,
+}
+
+/// Where an ingress listener's traffic goes (its `defaultEndpoint`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DefaultEndpoint {
+    /// An address of the workload's loopback, and a port.
+    Loopback(std::net::IpAddr, u16),
+    /// The workload's own address (`0.0.0.0:PORT`), and a port.
+    Instance(u16),
+    /// A Unix domain socket's path.
+    Unix(String),
+}
+
+/// Reads a `defaultEndpoint` as Istio accepts it: `127.0.0.1:PORT`, `[::1]:PORT`,
+/// `0.0.0.0:PORT` or `[::]:PORT` (the workload's own address), or `unix:///PATH`.
+pub fn parse_default_endpoint(text: &str) -> Result<DefaultEndpoint, String> {
+    if let Some(path) = text.strip_prefix("unix://") {
+        if !path.starts_with('/') {
+            return Err(format!("{text:?}: a Unix socket needs an absolute path"));
+        }
+        return Ok(DefaultEndpoint::Unix(path.to_string()));
+    }
+    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+        format!("{text:?} is not 127.0.0.1:PORT, 0.0.0.0:PORT, [::1]:PORT or unix:///PATH")
+    })?;
+    if addr.port() == 0 {
+        return Err(format!("{text:?}: port 0"));
+    }
+    match addr.ip() {
+        ip if ip.is_loopback() => Ok(DefaultEndpoint::Loopback(ip, addr.port())),
+        ip if ip.is_unspecified() => Ok(DefaultEndpoint::Instance(addr.port())),
+        _ => Err(format!(
+            "{text:?}: the address must be the workload's loopback or 0.0.0.0 (its own)"
+        )),
+    }
 }

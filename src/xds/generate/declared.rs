@@ -66,7 +66,8 @@ pub(super) static ROUTES: Scope<(ScopeKey, Arc<str>)> =
     Scope::reading("routes", Reads::DEFINITIONS.and(Reads::CONFIG));
 
 /// A sidecar's inbound clusters and listener (`inbound`): a function of its key alone, the
-/// ports of the proxy's instances (found in this snapshot's endpoints when the proxy asks),
+/// ports of the proxy's instances (found in this snapshot's endpoints when the proxy asks) or
+/// its Sidecar's ingress listeners (found in this snapshot's configuration),
 /// where it listens, for a proxy that holds a mesh certificate the PeerAuthentication in force
 /// for it, and the AuthorizationPolicies that apply to it (both found in this snapshot's
 /// configuration when the proxy asks).

@@ -100,20 +100,87 @@ impl Index {
         let mut ports = BTreeMap::new();
         for ip in &proxy.ips {
             for (port, protocol) in self.by_ip.get(ip).into_iter().flatten() {
-                ports.entry(*port).or_insert(*protocol);
+                ports.entry(*port).or_insert(InboundPort {
+                    protocol: *protocol,
+                    target: None,
+                });
             }
         }
         ports
     }
 }
 
-/// Ports of a proxy's instances and their protocols.
-pub(super) type Ports = BTreeMap<u16, Protocol>;
+/// The inbound ports of a proxy: its instances' ports, or its Sidecar's `ingress` listeners.
+pub(super) type Ports = BTreeMap<u16, InboundPort>;
 
-/// `inbound|<port>||` for every port the proxy's instances serve: the workload on localhost.
+/// One inbound port: its protocol, and where its traffic goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct InboundPort {
+    pub(super) protocol: Protocol,
+    /// A Sidecar ingress listener's `defaultEndpoint`; `None`: the workload on 127.0.0.1 at
+    /// the same port.
+    pub(super) target: Option<Target>,
+}
+
+/// Where an ingress listener's traffic goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Target {
+    Address(IpAddr, u16),
+    Unix(String),
+}
+
+/// A proxy's inbound ports as its Sidecar's `ingress` listeners give them (Istio: then only
+/// those), each to its `defaultEndpoint` (`0.0.0.0:PORT`: the proxy's own address). A
+/// listener validation would refuse is left out.
+pub(super) fn from_ingress(
+    listeners: &[wayfinder_config::IngressListener],
+    proxy: &Proxy,
+) -> Ports {
+    use wayfinder_config::DefaultEndpoint;
+    let own = proxy
+        .ips
+        .first()
+        .copied()
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+    listeners
+        .iter()
+        .filter_map(|l| {
+            let port = l.port.as_ref()?;
+            let number = u16::try_from(port.number).ok()?;
+            let target = match wayfinder_config::parse_default_endpoint(&l.default_endpoint).ok()? {
+                DefaultEndpoint::Loopback(ip, p) => Target::Address(ip, p),
+                DefaultEndpoint::Instance(p) => Target::Address(own, p),
+                DefaultEndpoint::Unix(path) => Target::Unix(path),
+            };
+            let protocol = Protocol::parse(&port.protocol);
+            Some((
+                number,
+                InboundPort {
+                    protocol,
+                    target: Some(target),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// `inbound|<port>||` for every inbound port: the workload on localhost (or the Sidecar
+/// ingress listener's endpoint).
 pub(super) fn clusters(ports: &Ports) -> ResourceSet {
     let mut set = ResourceSet::new();
-    for port in ports.keys() {
+    for (port, inbound) in ports {
+        let address = match &inbound.target {
+            None => socket_address("127.0.0.1", *port),
+            Some(Target::Address(ip, p)) => socket_address(&ip.to_string(), *p),
+            Some(Target::Unix(path)) => Some(crate::xds::pb::core::Address {
+                address: Some(crate::xds::pb::core::address::Address::Pipe(
+                    crate::xds::pb::core::Pipe {
+                        path: path.clone(),
+                        ..Default::default()
+                    },
+                )),
+            }),
+        };
         let name = names::inbound_cluster(*port);
         let cluster = Cluster {
             name: name.clone(),
@@ -124,7 +191,7 @@ pub(super) fn clusters(ports: &Ports) -> ResourceSet {
                 endpoints: vec![LocalityLbEndpoints {
                     lb_endpoints: vec![LbEndpoint {
                         host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
-                            address: socket_address("127.0.0.1", *port),
+                            address,
                             ..Default::default()
                         })),
                         ..Default::default()
@@ -171,7 +238,8 @@ pub(super) fn listener(
         blackhole_chain("virtualInbound-blackhole", listen.inbound_port)
             .into_iter()
             .collect();
-    for (&port, &protocol) in ports {
+    for (&port, inbound) in ports {
+        let protocol = inbound.protocol;
         let cluster = names::inbound_cluster(port);
         let http = protocol.is_http();
         let stat_prefix = format!("inbound_{}", names::listener(&listen.address, port));

@@ -25,9 +25,7 @@ pub(super) fn check(sc: &Sidecar, p: &mut Problems) {
         }
         check_labels(p, "spec.workloadSelector.labels", &selector.labels);
     }
-    if !sc.ingress.is_empty() {
-        p.ignored("spec.ingress");
-    }
+    check_ingress(sc, p);
     if sc.inbound_connection_pool.is_some() {
         p.ignored("spec.inboundConnectionPool");
     }
@@ -48,6 +46,59 @@ pub(super) fn check(sc: &Sidecar, p: &mut Problems) {
     }
 }
 
+/// Ingress listeners, as Istio's `validateSidecarIngress`: a port each (unique), a default
+/// endpoint of the workload's loopback, its own address (`0.0.0.0`) or a Unix socket.
+fn check_ingress(sc: &Sidecar, p: &mut Problems) {
+    let mut ports = std::collections::BTreeMap::new();
+    for (i, listener) in sc.ingress.iter().enumerate() {
+        let path = format!("spec.ingress[{i}]");
+        match &listener.port {
+            None => p.error(format!("{path}.port"), "is required"),
+            Some(port) => {
+                check_sidecar_port(p, &format!("{path}.port"), port);
+                if let Some(first) = ports.insert(port.number, i) {
+                    p.error(
+                        format!("{path}.port.number"),
+                        format!("spec.ingress[{first}] has port {} already", port.number),
+                    );
+                }
+            }
+        }
+        if let Err(e) = crate::sidecar::parse_default_endpoint(&listener.default_endpoint) {
+            p.error(format!("{path}.defaultEndpoint"), e);
+        }
+        for (field, set) in [
+            ("bind", !listener.bind.is_empty()),
+            ("captureMode", listener.capture_mode.is_some()),
+            ("tls", listener.tls.is_some()),
+            ("connectionPool", listener.connection_pool.is_some()),
+        ] {
+            if set {
+                p.ignored(format!("{path}.{field}"));
+            }
+        }
+    }
+}
+
+/// A Sidecar port: a number (1 to 65535) and a protocol Istio knows, if given.
+fn check_sidecar_port(p: &mut Problems, path: &str, port: &crate::SidecarPort) {
+    if !(1..=65535).contains(&port.number) {
+        p.error(
+            format!("{path}.number"),
+            format!("{} is not a port (1 to 65535)", port.number),
+        );
+    }
+    if !port.protocol.is_empty()
+        && wayfinder_registry::Protocol::parse(&port.protocol)
+            == wayfinder_registry::Protocol::Unsupported
+    {
+        p.error(
+            format!("{path}.protocol"),
+            format!("{:?} is not a protocol Istio knows", port.protocol),
+        );
+    }
+}
+
 /// Egress listeners. As in Istio, only one may leave out the port (the catch-all), and it
 /// comes last so that listeners with ports take precedence.
 fn check_egress(sc: &Sidecar, p: &mut Problems) {
@@ -56,21 +107,7 @@ fn check_egress(sc: &Sidecar, p: &mut Problems) {
     for (i, listener) in sc.egress.iter().enumerate() {
         let path = format!("spec.egress[{i}]");
         if let Some(port) = &listener.port {
-            if !(1..=65535).contains(&port.number) {
-                p.error(
-                    format!("{path}.port.number"),
-                    format!("{} is not a port (1 to 65535)", port.number),
-                );
-            }
-            if !port.protocol.is_empty()
-                && wayfinder_registry::Protocol::parse(&port.protocol)
-                    == wayfinder_registry::Protocol::Unsupported
-            {
-                p.error(
-                    format!("{path}.port.protocol"),
-                    format!("{:?} is not a protocol Istio knows", port.protocol),
-                );
-            }
+            check_sidecar_port(p, &format!("{path}.port"), port);
             if let Some(first) = ports.insert(port.number, i) {
                 p.error(
                     format!("{path}.port.number"),

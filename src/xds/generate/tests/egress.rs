@@ -1,5 +1,6 @@
-//! A Sidecar's egress listeners with ports: hosts imported on their port only, the listener
-//! without a port taking the other ports, and `bind` and `captureMode: NONE`.
+//! A Sidecar's egress listeners with ports (hosts imported on their port only, the listener
+//! without a port taking the other ports, `bind` and `captureMode: NONE`), and its ingress
+//! listeners.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,6 +18,11 @@ use crate::xds::{TypeUrl, XdsSnapshot};
 /// `reviews` and `ratings` (HTTP 9080) and `db` (TCP 5432) in `default`, and a Sidecar whose
 /// egress listeners are `egress` (YAML).
 fn snapshot(egress: &str) -> XdsSnapshot {
+    snapshot_with(&format!("egress:\n{egress}"))
+}
+
+/// [`snapshot`] with the Sidecar's whole spec (YAML).
+fn snapshot_with(spec: &str) -> XdsSnapshot {
     let service = |name: &str, port: u16, protocol: Protocol, ip: u8| {
         let mut s = Service::new(format!("{name}.default.svc.cluster.local"), "default")
             .with_port("p", port, protocol);
@@ -29,7 +35,7 @@ fn snapshot(egress: &str) -> XdsSnapshot {
             namespace: "default".into(),
             ..Default::default()
         },
-        spec: ConfigSpec::Sidecar(serde_saphyr::from_str(&format!("egress:\n{egress}")).unwrap()),
+        spec: ConfigSpec::Sidecar(serde_saphyr::from_str(spec).unwrap()),
     };
     let registrations = vec![
         service("reviews", 9080, Protocol::Http, 1),
@@ -113,4 +119,49 @@ fn bind_and_capture_mode_none_make_a_listener_that_binds_its_own_address() {
     // Another port keeps the capture address, taking captured connections.
     let db = Listener::decode(r.get("10.96.0.3_5432").unwrap().any().value.as_slice()).unwrap();
     assert_eq!(db.bind_to_port.map(|b| b.value), Some(false));
+}
+
+#[test]
+fn ingress_listeners_are_the_inbound_side_each_to_its_default_endpoint() {
+    // The proxy (10.0.0.1) has no instance at all, and gets the listeners' ports.
+    let s = snapshot_with(
+        "ingress:\n- port: {number: 9080, protocol: HTTP, name: http}\n  \
+           defaultEndpoint: 127.0.0.1:8080\n- port: {number: 9091, protocol: TCP}\n  \
+           defaultEndpoint: unix:///var/run/app.sock\negress:\n- hosts: ['./*']\n",
+    );
+    let r = s.resources(&sidecar(), TypeUrl::Cluster, &BTreeSet::new());
+    let inbound: Vec<String> = r
+        .iter()
+        .map(|c| c.name.to_string())
+        .filter(|n| n.starts_with("inbound|"))
+        .collect();
+    assert_eq!(inbound, ["inbound|9080||", "inbound|9091||"]);
+    let http = crate::xds::pb::cluster::Cluster::decode(
+        r.get("inbound|9080||").unwrap().any().value.as_slice(),
+    )
+    .unwrap();
+    let json = format!("{http:?}");
+    assert!(json.contains("8080"), "{json}");
+    let unix = crate::xds::pb::cluster::Cluster::decode(
+        r.get("inbound|9091||").unwrap().any().value.as_slice(),
+    )
+    .unwrap();
+    assert!(format!("{unix:?}").contains("/var/run/app.sock"));
+    let r = s.resources(&sidecar(), TypeUrl::Listener, &BTreeSet::new());
+    let inbound =
+        Listener::decode(r.get("virtualInbound").unwrap().any().value.as_slice()).unwrap();
+    let ports: BTreeSet<u32> = inbound
+        .filter_chains
+        .iter()
+        .filter_map(|c| {
+            Some(
+                c.filter_chain_match
+                    .as_ref()?
+                    .destination_port
+                    .as_ref()?
+                    .value,
+            )
+        })
+        .collect();
+    assert!(ports.contains(&9080) && ports.contains(&9091), "{ports:?}");
 }

@@ -64,6 +64,7 @@ workloadSelector: {labels: {}}
 ingress:
 - port: {number: 9080, protocol: HTTP, name: http}
   defaultEndpoint: 127.0.0.1:8080
+  tls: {mode: SIMPLE}
 inboundConnectionPool: {tcp: {maxConnections: 10}}
 egress:
 - port: {number: 3306, protocol: MYSQL, name: mysql}
@@ -79,7 +80,7 @@ outboundTrafficPolicy:
         &o,
         &[
             "spec.workloadSelector.labels",
-            "spec.ingress",
+            "spec.ingress[0].tls",
             "spec.inboundConnectionPool",
             "spec.outboundTrafficPolicy.egressProxy",
         ],
@@ -115,6 +116,36 @@ egress:
             "spec.egress[0].captureMode",
             "spec.egress[2].port.number",
             "spec.egress[3]",
+        ]
+    );
+}
+
+#[test]
+fn ingress_listeners_need_a_port_and_a_workload_endpoint() {
+    let o = sc(r#"
+ingress:
+- defaultEndpoint: 127.0.0.1:8080
+- port: {number: 9080, protocol: HTTP}
+  defaultEndpoint: 10.0.0.1:8080
+- port: {number: 9080, protocol: HTTP}
+  defaultEndpoint: unix://relative
+- port: {number: 9090, protocol: TCP}
+  defaultEndpoint: 0.0.0.0:9090
+- port: {number: 9091}
+  defaultEndpoint: unix:///var/run/app.sock
+"#);
+    let errors: Vec<String> = validate(&o)
+        .into_iter()
+        .filter(|p| p.fatal)
+        .map(|p| p.field)
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "spec.ingress[0].port",
+            "spec.ingress[1].defaultEndpoint",
+            "spec.ingress[2].port.number",
+            "spec.ingress[2].defaultEndpoint",
         ]
     );
 }
