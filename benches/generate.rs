@@ -216,6 +216,67 @@ fn endpoint_change_generation_locality(bencher: Bencher) {
     });
 }
 
+/// The mesh with two EnvoyFilters in the root namespace, for every sidecar: a Lua filter before
+/// the router of every outbound HTTP connection manager, and a MERGE into one service's
+/// cluster (compare with `full_generation`: every listener is decoded, patched and encoded
+/// again; of the clusters, only the matching one is decoded).
+fn envoy_filter_model() -> Snapshot {
+    let filter = |name: &str, yaml: &str| ConfigObject {
+        meta: ConfigMeta {
+            name: name.into(),
+            namespace: "istio-system".into(),
+            ..Default::default()
+        },
+        spec: ConfigSpec::EnvoyFilter(Box::new(serde_saphyr::from_str(yaml).expect("a filter"))),
+    };
+    let lua = "configPatches:\n- applyTo: HTTP_FILTER\n  match:\n    context: SIDECAR_OUTBOUND\n    \
+               listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager, \
+               subFilter: {name: envoy.filters.http.router}}}}\n  patch:\n    operation: INSERT_BEFORE\n    \
+               value:\n      name: envoy.filters.http.lua\n      typed_config:\n        \
+               '@type': type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua\n        \
+               default_source_code: {inline_string: 'function envoy_on_response(h) end'}\n";
+    let cluster = "configPatches:\n- applyTo: CLUSTER\n  match:\n    \
+                   cluster: {service: svc-0.ns-0.svc.cluster.local}\n  patch:\n    \
+                   operation: MERGE\n    value: {connect_timeout: 2s}\n";
+    let filters = vec![filter("lua", lua), filter("timeout", cluster)];
+    snapshot_with_config(mesh(), filters).expect("valid")
+}
+
+#[divan::bench(sample_count = 20)]
+fn full_generation_envoy_filter(bencher: Bencher) {
+    let model = Arc::new(envoy_filter_model());
+    assert_eq!(model.config.objects.len(), 2, "both filters are valid");
+    let proxy = sidecar();
+    bencher.bench(|| black_box(generate(model.clone(), &proxy)));
+}
+
+/// One endpoint change with those EnvoyFilters: the patched listeners and clusters are made
+/// again for the new snapshot (compare with `endpoint_change_generation`).
+#[divan::bench(sample_count = 20)]
+fn endpoint_change_generation_envoy_filter(bencher: Bencher) {
+    let first = XdsSnapshot::new(Arc::new(envoy_filter_model()), "cluster.local");
+    let proxy = sidecar();
+    let none = BTreeSet::new();
+    for t in TypeUrl::PUSH_ORDER {
+        first.resources(&proxy, t, &none);
+    }
+    let changed = endpoint_change(first.model());
+    let model = Arc::new(Snapshot::new(
+        changed.version,
+        changed.services.clone(),
+        Vec::new(),
+        Vec::new(),
+        first.model().config.clone(),
+    ));
+    bencher.bench(|| {
+        let next = XdsSnapshot::next(model.clone(), "cluster.local", &first);
+        TypeUrl::PUSH_ORDER
+            .iter()
+            .map(|t| black_box(next.resources(&proxy, *t, &none).len()))
+            .sum::<usize>()
+    });
+}
+
 /// Both: what a registry change costs before the first sidecar's push can go out.
 #[divan::bench(sample_count = 20)]
 fn build_and_generate(bencher: Bencher) {

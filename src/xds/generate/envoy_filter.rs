@@ -254,11 +254,12 @@ impl EnvoyFilters {
                     .as_ref()
                     .is_none_or(|labels| labels.iter().all(|(k, v)| proxy.labels.get(k) == Some(v)))
         };
+        let mut namespaces = vec![root_namespace];
+        if *proxy.namespace != *root_namespace {
+            namespaces.push(&proxy.namespace);
+        }
         let mut chosen: Vec<(usize, &Filter)> = Vec::new();
-        for namespace in [root_namespace, &*proxy.namespace] {
-            if namespace == root_namespace && !chosen.is_empty() {
-                break;
-            }
+        for namespace in namespaces {
             chosen.extend(
                 self.filters
                     .iter()
@@ -379,7 +380,7 @@ impl Patched {
             if lock(&self.failures).insert(failure.clone()) {
                 tracing::warn!(
                     envoy_filter = %failure.key,
-                    "EnvoyFilter patch not applied: {}; the resource stays as generated",
+                    "EnvoyFilter patch not applied where it failed: {}; the other patches apply",
                     failure.message
                 );
             }
@@ -398,8 +399,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Each layer's resources patched (a resource a patch fails on stays as it was), and the
-/// resources the patches add in a layer of their own.
+/// Each layer's resources patched (one that cannot be read or patched at all stays as it was
+/// generated), and the resources the patches add in a layer of their own.
 fn patch_resources(
     pool: &DescriptorPool,
     patches: &[&Patch],
@@ -474,6 +475,24 @@ fn patch_one(
     resource: &Arc<Resource>,
     failed: &mut Vec<Failure>,
 ) -> Result<Option<Arc<Resource>>, Failure> {
+    let name = &*resource.name;
+    let side = if gateway {
+        Side::Gateway
+    } else if name.starts_with("inbound|") {
+        Side::Inbound
+    } else {
+        Side::Outbound
+    };
+    // What no patch can change is left encoded (a CLUSTER patch for one service must not
+    // decode every cluster of the mesh).
+    let untouched = match type_url {
+        TypeUrl::Cluster => !cluster::may_change(patches, side, name),
+        TypeUrl::Route => !route::may_change(patches, side, name),
+        _ => false,
+    };
+    if untouched {
+        return Ok(Some(resource.clone()));
+    }
     let any = resource.any();
     let unreadable = |e: String| Failure {
         key: patches[0].key.clone(),
@@ -484,15 +503,6 @@ fn patch_one(
         .ok_or_else(|| unreadable(format!("unknown type {}", any.type_url)))?;
     let mut message = DynamicMessage::decode(desc, any.value.as_slice())
         .map_err(|e| unreadable(e.to_string()))?;
-    let name = &*resource.name;
-    let inbound = name.starts_with("inbound|");
-    let side = if gateway {
-        Side::Gateway
-    } else if inbound {
-        Side::Inbound
-    } else {
-        Side::Outbound
-    };
     let kept = match type_url {
         TypeUrl::Listener => {
             let direction = message.get_field_by_name("traffic_direction");

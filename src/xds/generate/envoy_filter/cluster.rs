@@ -34,7 +34,7 @@ pub(super) fn patch(
         .iter()
         .filter(|p| p.apply_to == ApplyTo::Cluster && p.is_for(side))
     {
-        if !cluster_match(cluster, p) {
+        if !cluster_match(&string(cluster, "name"), p) {
             continue;
         }
         match p.operation {
@@ -57,13 +57,23 @@ pub(super) fn patch(
     Ok(true)
 }
 
+/// True when some patch of `patches` may change the cluster `name` on `side`: what
+/// [`patch`] looks at, read from the name alone, so that other clusters are not decoded.
+pub(super) fn may_change(patches: &[&Patch], side: Side, name: &str) -> bool {
+    patches.iter().any(|p| {
+        p.apply_to == ApplyTo::Cluster
+            && p.operation != Operation::Add
+            && p.is_for(side)
+            && cluster_match(name, p)
+    })
+}
+
 /// Istio's `clusterMatch`: by name, or by the service, subset and port of its name
 /// (`outbound|80|v1|reviews.default.svc.cluster.local`).
-fn cluster_match(cluster: &DynamicMessage, p: &Patch) -> bool {
+fn cluster_match(name: &str, p: &Patch) -> bool {
     let Some(m) = &p.matches.cluster else {
         return true;
     };
-    let name = string(cluster, "name");
     if !m.name.is_empty() {
         return m.name == name;
     }

@@ -10,6 +10,18 @@ use super::fields::{self, list_mut, string};
 use super::merge::merge;
 use super::{Failure, Patch, Side};
 
+/// True when some patch of `patches` may change the route configuration `name` on `side`,
+/// read from the name alone, so that other configurations are not decoded.
+pub(super) fn may_change(patches: &[&Patch], side: Side, name: &str) -> bool {
+    patches.iter().any(|p| {
+        matches!(
+            p.apply_to,
+            ApplyTo::RouteConfiguration | ApplyTo::VirtualHost | ApplyTo::HttpRoute
+        ) && p.is_for(side)
+            && config_match(name, side, p)
+    })
+}
+
 /// Patches `rc`, a route configuration of `side`. Route configurations are never removed:
 /// true.
 pub(super) fn patch(
