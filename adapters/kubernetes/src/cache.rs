@@ -4,7 +4,7 @@
 //! The cache is pure bookkeeping: the watch loop feeds it [`Change`]s and asks [`Cache::flush`]
 //! for the events that bring the consumer up to date. Each change marks the Services it can
 //! alter as dirty (a Service, the Service an EndpointSlice belongs to, every Service with a
-//! slice naming a pod or a node); a flush converts only those and sends only the ones whose
+//! slice naming a pod or a node, every Service of a namespace); a flush converts only those and sends only the ones whose
 //! registration differs from what was sent.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -15,7 +15,7 @@ use wayfinder_registry::{Event, Registration, RegistryError, ServiceKey};
 mod objects;
 
 use crate::convert::{self, Lookup, Scope};
-use crate::objects::{Name, NodeObj, PodObj, SliceObj, SvcObj};
+use crate::objects::{Name, NamespaceObj, NodeObj, PodObj, SliceObj, SvcObj};
 
 pub(crate) use self::objects::{AnyChange, Change};
 use self::objects::{Applied, Objects};
@@ -27,6 +27,7 @@ pub(crate) struct Cache {
     slices: Objects<Name, SliceObj>,
     pods: Objects<Name, PodObj>,
     nodes: Objects<Arc<str>, NodeObj>,
+    namespaces: Objects<Arc<str>, NamespaceObj>,
     /// Service (namespace, name) → its slices' names.
     slices_of: HashMap<Name, BTreeSet<Arc<str>>>,
     /// Pod → the slices naming it.
@@ -49,6 +50,7 @@ impl Cache {
             slices: Objects::default(),
             pods: Objects::default(),
             nodes: Objects::default(),
+            namespaces: Objects::default(),
             slices_of: HashMap::new(),
             pod_slices: HashMap::new(),
             node_slices: HashMap::new(),
@@ -61,7 +63,11 @@ impl Cache {
 
     /// True once every kind has completed its first list.
     pub(crate) fn synced(&self) -> bool {
-        self.services.synced && self.slices.synced && self.pods.synced && self.nodes.synced
+        self.services.synced
+            && self.slices.synced
+            && self.pods.synced
+            && self.nodes.synced
+            && self.namespaces.synced
     }
 
     /// Marks Nodes as listed and empty: the cluster does not let us read them (locality then
@@ -69,6 +75,15 @@ impl Cache {
     pub(crate) fn give_up_nodes(&mut self) {
         if !self.nodes.synced {
             self.nodes.synced = true;
+            self.all_dirty = true;
+        }
+    }
+
+    /// Marks Namespaces as listed and empty: the cluster does not let us read them (networks
+    /// then come from pods' labels only).
+    pub(crate) fn give_up_namespaces(&mut self) {
+        if !self.namespaces.synced {
+            self.namespaces.synced = true;
             self.all_dirty = true;
         }
     }
@@ -105,6 +120,14 @@ impl Cache {
                     let slices = self.pod_slices.get(&key).into_iter().flatten();
                     self.dirty
                         .extend(slices.filter_map(|s| service_of(&self.slices, s)));
+                }
+            },
+            AnyChange::Namespace(c) => match self.namespaces.apply(c) {
+                Applied::Nothing => {}
+                Applied::Replaced => self.all_dirty = true,
+                Applied::One(key, _, _) => {
+                    let services = self.services.live.keys().filter(|(ns, _)| *ns == key);
+                    self.dirty.extend(services.cloned());
                 }
             },
             AnyChange::Node(c) => match self.nodes.apply(c) {
@@ -276,6 +299,10 @@ impl Lookup for Cache {
 
     fn node(&self, name: &str) -> Option<&NodeObj> {
         self.nodes.live.get(name)
+    }
+
+    fn namespace(&self, name: &str) -> Option<&NamespaceObj> {
+        self.namespaces.live.get(name)
     }
 }
 

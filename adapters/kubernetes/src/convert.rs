@@ -10,8 +10,8 @@ use wayfinder_registry::{
 };
 
 use crate::objects::{
-    CANONICAL_SAS, EXPORT_TO, EndpointObj, KUBERNETES_SAS, KubeLabels, NodeObj, PodObj, SliceObj,
-    SvcObj, SvcPort,
+    CANONICAL_SAS, EXPORT_TO, EndpointObj, KUBERNETES_SAS, KubeLabels, NamespaceObj, NodeObj,
+    PodObj, SliceObj, SvcObj, SvcPort,
 };
 
 /// Istio's default trust domain, for the SPIFFE ids of service accounts.
@@ -38,6 +38,8 @@ pub(crate) trait Lookup {
     fn pod(&self, namespace: &str, name: &str) -> Option<&PodObj>;
     /// A node by name.
     fn node(&self, name: &str) -> Option<&NodeObj>;
+    /// A namespace by name.
+    fn namespace(&self, name: &str) -> Option<&NamespaceObj>;
 }
 
 /// A Service's hostname.
@@ -207,6 +209,14 @@ fn endpoint(
         if let Some(network) = pod.labels.get(NETWORK_LABEL) {
             endpoint.network = network.as_str().into();
         }
+    }
+    // As Istio: the pod's label, else its namespace's.
+    if endpoint.network.is_empty()
+        && let Some(network) = lookup
+            .namespace(&slice.namespace)
+            .and_then(|ns| ns.network.clone())
+    {
+        endpoint.network = network;
     }
     endpoint.locality = locality(pod, node, ep);
     let mut endpoint = with_cluster(endpoint, scope);

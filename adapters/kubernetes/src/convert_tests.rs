@@ -5,12 +5,13 @@ use serde_json::json;
 use wayfinder_registry::{Health, Locality, Protocol, Resolution};
 
 use super::*;
-use crate::objects::{Name, NodeObj, PodObj, SliceObj, SvcObj};
+use crate::objects::{Name, NamespaceObj, NodeObj, PodObj, SliceObj, SvcObj};
 
 #[derive(Default)]
 struct Objects {
     pods: HashMap<Name, PodObj>,
     nodes: HashMap<Arc<str>, NodeObj>,
+    namespaces: HashMap<Arc<str>, NamespaceObj>,
 }
 
 impl Lookup for Objects {
@@ -19,6 +20,9 @@ impl Lookup for Objects {
     }
     fn node(&self, name: &str) -> Option<&NodeObj> {
         self.nodes.get(name)
+    }
+    fn namespace(&self, name: &str) -> Option<&NamespaceObj> {
+        self.namespaces.get(name)
     }
 }
 

@@ -130,6 +130,20 @@ pub fn pod(
 }
 
 /// A node in `region` and `zone`.
+/// A Namespace with `labels`.
+pub fn namespace(name: &str, labels: &[(&str, &str)]) -> Value {
+    let labels: serde_json::Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels},
+    })
+}
+
+/// A Node in `region` and `zone`.
 pub fn node(name: &str, region: &str, zone: &str) -> Value {
     json!({
         "apiVersion": "v1",

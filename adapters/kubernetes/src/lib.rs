@@ -1,4 +1,5 @@
-//! The Kubernetes registry: Services, EndpointSlices, Pods and Nodes of one cluster, watched
+//! The Kubernetes registry: Services, EndpointSlices, Pods, Nodes and Namespaces of one
+//! cluster, watched
 //! through the API server and mapped to the model as Istio's Kubernetes registry maps them;
 //! and (in [`config_source`]) Istio's networking objects read from the same API server. For
 //! gateways' TLS credentials, [`secrets`] watches Secrets and [`access_review`] asks whether a
@@ -17,11 +18,11 @@
 //!
 //! # How it watches
 //!
-//! Four kube watchers (list, then watch from the list's `resourceVersion`, with bookmarks and
+//! Five kube watchers (list, then watch from the list's `resourceVersion`, with bookmarks and
 //! kube's default backoff): Services, EndpointSlices (`discovery.k8s.io/v1`) and Pods of all
-//! namespaces (or of [`Config::namespace`]), and Nodes. Each object is cut down to the fields
-//! the model needs as it arrives (no managed fields, container specs or statuses are cached).
-//! Nothing is sent until all four have listed once; the first event is then a `Reset`. After
+//! namespaces (or of [`Config::namespace`]), and Nodes and Namespaces. Each object is cut down
+//! to the fields the model needs as it arrives (no managed fields, container specs or statuses
+//! are cached). Nothing is sent until all five have listed once; the first event is then a `Reset`. After
 //! that, each change re-converts only the Services it touches (its own Service; the Service an
 //! EndpointSlice names; the Services with endpoints on a pod or node whose relevant labels
 //! changed) and sends those whose registration differs from what was sent: scaling a
@@ -55,7 +56,9 @@
 //!   Service's first cluster IP.
 //! - **Health**: ready (or no condition, or `publishNotReadyAddresses`) is healthy; not ready
 //!   and terminating is draining; not ready otherwise is unhealthy.
-//! - **Labels, service account, network**: the pod's (from `targetRef`), plus Istio's added
+//! - **Labels, service account, network**: the pod's (from `targetRef`; the network from its
+//!   `topology.istio.io/network` label, else its namespace's, which a namespace that cannot
+//!   be read (HTTP 403) leaves out, logged once), plus Istio's added
 //!   labels `topology.istio.io/cluster`, `topology.istio.io/network` and the locality's
 //!   `topology.kubernetes.io/region`/`zone` and `topology.istio.io/subzone`. An endpoint whose
 //!   pod is not known (yet) has only the added labels; it is converted again when the pod

@@ -95,6 +95,26 @@ pub(crate) struct NodeObj {
     pub(crate) subzone: Option<String>,
 }
 
+/// A Namespace, cut to what the conversion reads: its network label.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NamespaceObj {
+    /// `topology.istio.io/network`: the network of its pods that have none of their own.
+    pub(crate) network: Option<Arc<str>>,
+}
+
+impl NamespaceObj {
+    /// The namespace's name and its network label.
+    pub(crate) fn from_namespace(ns: k8s_openapi::api::core::v1::Namespace) -> (Arc<str>, Self) {
+        let meta = ns.metadata;
+        let network = meta
+            .labels
+            .unwrap_or_default()
+            .remove(crate::convert::NETWORK_LABEL)
+            .map(Into::into);
+        (arc(meta.name), Self { network })
+    }
+}
+
 /// Annotations the conversion reads.
 pub(crate) const EXPORT_TO: &str = "networking.istio.io/exportTo";
 /// Service accounts given as SPIFFE ids (or any SAN).

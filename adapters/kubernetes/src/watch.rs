@@ -1,4 +1,5 @@
-//! The watch loop of one cluster: four kube watchers (Services, EndpointSlices, Pods, Nodes)
+//! The watch loop of one cluster: five kube watchers (Services, EndpointSlices, Pods, Nodes,
+//! Namespaces)
 //! into one [`Cache`], the cache's events out, and the health rules (errors as items,
 //! `Recovered`, the grace period of a cluster that stays away).
 
@@ -8,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ListParams;
 use kube::runtime::watcher;
@@ -73,6 +74,7 @@ async fn run(client: Client, settings: Settings, shutdown: CancellationToken, tx
         probe: Backoff::new(RETRY_MIN, RETRY_MAX),
     };
     let mut nodes_refused = false;
+    let mut namespaces_refused = false;
     loop {
         let probe_at = health
             .since
@@ -108,6 +110,14 @@ async fn run(client: Client, settings: Settings, shutdown: CancellationToken, tx
                                     localities come from EndpointSlice zones only", describe(&err));
                             }
                             cache.give_up_nodes();
+                        }
+                        Err((Kind::Namespaces, err)) if forbidden(&err) => {
+                            if !namespaces_refused {
+                                namespaces_refused = true;
+                                tracing::warn!(cluster = %cluster, "namespaces cannot be read ({}); \
+                                    networks come from pods' labels only", describe(&err));
+                            }
+                            cache.give_up_namespaces();
                         }
                         Err((kind, err)) if gone(&err) => {
                             // The watch's resourceVersion expired: kube's watcher relists,
@@ -180,6 +190,10 @@ async fn probe(client: &Client, settings: &Settings, failing: &BTreeSet<Kind>) -
             Kind::EndpointSlices => api::<EndpointSlice>(client, ns).list(&one).await.is_ok(),
             Kind::Pods => api::<Pod>(client, ns).list(&one).await.is_ok(),
             Kind::Nodes => Api::<Node>::all(client.clone()).list(&one).await.is_ok(),
+            Kind::Namespaces => Api::<Namespace>::all(client.clone())
+                .list(&one)
+                .await
+                .is_ok(),
         };
         if !ok {
             return false;

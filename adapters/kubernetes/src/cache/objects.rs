@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::objects::{Name, NodeObj, PodObj, SliceObj, SvcObj};
+use crate::objects::{Name, NamespaceObj, NodeObj, PodObj, SliceObj, SvcObj};
 
 /// What a watch said, its objects already slimmed. Mirrors kube's `watcher::Event`.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,7 +21,7 @@ pub(crate) enum Change<K, T> {
     Delete(K),
 }
 
-/// A change of any of the four kinds.
+/// A change of any of the five kinds.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum AnyChange {
     /// Services.
@@ -32,6 +32,8 @@ pub(crate) enum AnyChange {
     Pod(Change<Name, PodObj>),
     /// Nodes.
     Node(Change<Arc<str>, NodeObj>),
+    /// Namespaces.
+    Namespace(Change<Arc<str>, NamespaceObj>),
 }
 
 /// Objects of one kind, with the buffer of a list in progress.

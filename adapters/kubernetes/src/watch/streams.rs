@@ -1,12 +1,12 @@
-//! The four kube watchers of a cluster (Services, EndpointSlices, Pods, Nodes), each object
-//! cut down as it arrives, and the backoff they retry with.
+//! The five kube watchers of a cluster (Services, EndpointSlices, Pods, Nodes, Namespaces),
+//! each object cut down as it arrives, and the backoff they retry with.
 
 use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -14,15 +14,16 @@ use serde::de::DeserializeOwned;
 use wayfinder_registry::backoff::Backoff;
 
 use crate::cache::{AnyChange, Change};
-use crate::objects::{NodeObj, PodObj, SliceObj, SvcObj};
+use crate::objects::{NamespaceObj, NodeObj, PodObj, SliceObj, SvcObj};
 
-/// The four kinds a cluster's registry watches.
+/// The five kinds a cluster's registry watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Kind {
     Services,
     EndpointSlices,
     Pods,
     Nodes,
+    Namespaces,
 }
 
 impl Kind {
@@ -32,6 +33,7 @@ impl Kind {
             Kind::EndpointSlices => "discovery.k8s.io/v1 endpointslices",
             Kind::Pods => "v1 pods",
             Kind::Nodes => "v1 nodes",
+            Kind::Namespaces => "v1 namespaces",
         }
     }
 }
@@ -150,6 +152,15 @@ pub(crate) fn watchers(
             NodeObj::from_node,
             |n| n.metadata.name.clone().unwrap_or_default().into(),
             AnyChange::Node,
+        ),
+        // Every namespace, as nodes: cluster-scoped objects (a source of one namespace
+        // reads the others' labels and uses none of them).
+        watch(
+            Api::<Namespace>::all(client.clone()),
+            Kind::Namespaces,
+            NamespaceObj::from_namespace,
+            |n| n.metadata.name.clone().unwrap_or_default().into(),
+            AnyChange::Namespace,
         ),
     ])
 }

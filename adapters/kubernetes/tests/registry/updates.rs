@@ -3,7 +3,9 @@
 
 use wayfinder_kubernetes::Config;
 use wayfinder_kubernetes::fake::FakeApiServer;
-use wayfinder_kubernetes::fixtures::{SliceEndpoint, endpoint_slice, node, pod, service};
+use wayfinder_kubernetes::fixtures::{
+    SliceEndpoint, endpoint_slice, namespace, node, pod, service,
+};
 use wayfinder_registry::{Event, Registration};
 
 use crate::support::{Watch, watch};
@@ -137,6 +139,47 @@ async fn pod_labels_reach_endpoints_and_unrelated_pod_changes_send_nothing() {
         zones.extend(reg.endpoints.iter().map(|e| e.locality.zone.to_string()));
     }
     assert!(zones.iter().all(|z| z == "us-east1-d"), "{zones:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_s_network_label_is_its_pods_network_unless_a_pod_has_its_own() {
+    let (fake, mut watch, reset) = cluster().await;
+    assert!(
+        reset
+            .iter()
+            .flat_map(|r| r.endpoints.iter())
+            .all(|e| e.network.is_empty())
+    );
+    // Labelling the namespace re-sends both of its services, their endpoints on its network.
+    fake.apply(namespace("shop", &[("topology.istio.io/network", "net2")]));
+    let mut networks = Vec::new();
+    for _ in 0..2 {
+        let reg = watch.upsert().await;
+        networks.extend(reg.endpoints.iter().map(|e| e.network.to_string()));
+    }
+    assert_eq!(networks, ["net2", "net2", "net2"]);
+    // A pod's own label wins.
+    fake.apply(pod(
+        "shop",
+        "web-1",
+        "10.1.0.1",
+        "n1",
+        &[
+            ("app", "web"),
+            ("version", "v1"),
+            ("topology.istio.io/network", "net3"),
+        ],
+        "web",
+    ));
+    let reg = watch.upsert().await;
+    let network = |ip: &str| {
+        let e = reg.endpoints.iter().find(|e| &*e.address == ip).unwrap();
+        e.network.to_string()
+    };
+    assert_eq!(
+        (network("10.1.0.1"), network("10.1.0.2")),
+        ("net3".into(), "net2".into())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
