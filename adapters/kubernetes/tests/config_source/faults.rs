@@ -12,15 +12,17 @@ use crate::support::{
 /// The watched kinds, by group: Istio's networking kinds, `PeerAuthentication`, and the
 /// security policies the source reads to refuse them. Every one must be here: after the fault, the first watch to
 /// fail names the error, and which one that is depends on timing.
-const PLURALS: [(&str, &str); 8] = [
-    ("networking.istio.io", "virtualservices"),
-    ("networking.istio.io", "destinationrules"),
-    ("networking.istio.io", "gateways"),
-    ("networking.istio.io", "sidecars"),
-    ("networking.istio.io", "workloadgroups"),
-    ("security.istio.io", "authorizationpolicies"),
-    ("security.istio.io", "peerauthentications"),
-    ("security.istio.io", "requestauthentications"),
+const PLURALS: [(&str, &str, &str); 9] = [
+    ("networking.istio.io", "v1", "virtualservices"),
+    ("networking.istio.io", "v1", "destinationrules"),
+    ("networking.istio.io", "v1", "gateways"),
+    ("networking.istio.io", "v1", "sidecars"),
+    ("networking.istio.io", "v1", "workloadgroups"),
+    // Istio serves EnvoyFilter in v1alpha3 only.
+    ("networking.istio.io", "v1alpha3", "envoyfilters"),
+    ("security.istio.io", "v1", "authorizationpolicies"),
+    ("security.istio.io", "v1", "peerauthentications"),
+    ("security.istio.io", "v1", "requestauthentications"),
 ];
 
 /// A source over a fake holding one VirtualService, failing with 503 once it has listed.
@@ -29,7 +31,7 @@ async fn failing() -> (FakeApiServer, Items<ConfigEvent>) {
     fake.apply(virtual_service("reviews", 100));
     let mut items = config_source(client_without_retries(&fake));
     assert_eq!(items.reset().await.len(), 1);
-    for (_, plural) in PLURALS {
+    for (_, _, plural) in PLURALS {
         fake.until_watching(plural, 1).await;
     }
     fake.set_fault(Fault::Status(503));
@@ -40,9 +42,9 @@ async fn failing() -> (FakeApiServer, Items<ConfigEvent>) {
     };
     let prefix = format!("cluster {CLUSTER}: list/watch ");
     assert!(
-        PLURALS.iter().any(|(group, plural)| origin
+        PLURALS.iter().any(|(group, version, plural)| origin
             .strip_prefix(&prefix)
-            .is_some_and(|w| w == format!("{group}/v1 {plural}"))),
+            .is_some_and(|w| w == format!("{group}/{version} {plural}"))),
         "{origin}"
     );
     assert!(detail.contains("503"), "{detail}");
