@@ -126,11 +126,7 @@ async fn follow(
 /// file and the field.
 pub fn load_networks(path: &Path) -> Result<wayfinder_config::mesh_networks::MeshNetworks, String> {
     let at = |e: String| format!("{}: {e}", path.display());
-    let bytes = wayfinder_file::read::read(path, MAX_BYTES)
-        .map_err(|e| at(e.to_string()))?
-        .ok_or_else(|| at("no such file".into()))?;
-    let text = String::from_utf8(bytes).map_err(|_| at("not UTF-8".into()))?;
-    let networks = wayfinder_config::mesh_networks::parse(&text).map_err(at)?;
+    let networks = wayfinder_config::mesh_networks::parse(&read_text(path)?).map_err(at)?;
     tracing::info!(
         "MeshNetworks {}: {} networks, gateways for {}",
         path.display(),
@@ -143,11 +139,7 @@ pub fn load_networks(path: &Path) -> Result<wayfinder_config::mesh_networks::Mes
 /// Reads and checks the file: `Err` when it cannot be read, does not parse, or is refused.
 fn read(path: &Path) -> Result<Parsed, String> {
     let at = |e: String| format!("{}: {e}", path.display());
-    let bytes = wayfinder_file::read::read(path, MAX_BYTES)
-        .map_err(|e| at(e.to_string()))?
-        .ok_or_else(|| at("no such file".into()))?;
-    let text = String::from_utf8(bytes).map_err(|_| at("not UTF-8".into()))?;
-    let parsed = mesh_config::parse(&text).map_err(at)?;
+    let parsed = mesh_config::parse(&read_text(path)?).map_err(at)?;
     if parsed.refused() {
         let errors: Vec<String> = parsed
             .problems
@@ -158,6 +150,16 @@ fn read(path: &Path) -> Result<Parsed, String> {
         return Err(at(errors.join("; ")));
     }
     Ok(parsed)
+}
+
+/// A settings file's text, at most [`MAX_BYTES`], under the watched files' reading rules; the
+/// error names the file.
+fn read_text(path: &Path) -> Result<String, String> {
+    let at = |e: String| format!("{}: {e}", path.display());
+    let bytes = wayfinder_file::read::read(path, MAX_BYTES)
+        .map_err(|e| at(e.to_string()))?
+        .ok_or_else(|| at("no such file".into()))?;
+    String::from_utf8(bytes).map_err(|_| at("not UTF-8".into()))
 }
 
 /// `flags` with what `config` sets. `current` (the settings in force, after start) keeps its

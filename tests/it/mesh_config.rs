@@ -115,17 +115,14 @@ async fn a_mesh_config_change_reaches_proxies_and_a_bad_one_keeps_the_last_good(
     assert!(z["mesh_config"]["error"].is_null(), "{}", z["mesh_config"]);
 }
 
-#[tokio::test]
-async fn a_bad_mesh_config_at_start_stops_the_server_with_its_file_and_field() {
+/// Starts the server with `flag` naming a file holding `text`, which must stop it: its
+/// standard error, and the file's path.
+async fn refused_at_start(flag: &str, text: &str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("mesh");
-    write(
-        dir.path(),
-        "mesh",
-        "rootNamespace: istio-system\noutboundTrafficPolicy: {mode: BLOCK}\n",
-    );
+    write(dir.path(), "settings", text);
+    let file = dir.path().join("settings").to_str().unwrap().to_string();
     let child = tokio::process::Command::new(path())
-        .args(["discovery", "--meshConfig", file.to_str().unwrap()])
+        .args(["discovery", flag, &file])
         .args(LOOPBACK)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -135,48 +132,32 @@ async fn a_bad_mesh_config_at_start_stops_the_server_with_its_file_and_field() {
     // A server that started anyway would run until killed: the deadline only bounds the test.
     let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
         .await
-        .expect("a server with a bad MeshConfig must exit")
+        .unwrap_or_else(|_| panic!("a server with a bad {flag} file must exit"))
         .unwrap();
     assert!(
         !out.status.success(),
-        "a bad MeshConfig must stop the start"
+        "a bad {flag} file must stop the start"
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    (String::from_utf8_lossy(&out.stderr).into_owned(), file)
+}
+
+#[tokio::test]
+async fn a_bad_mesh_config_at_start_stops_the_server_with_its_file_and_field() {
+    let bad = "rootNamespace: istio-system\noutboundTrafficPolicy: {mode: BLOCK}\n";
+    let (stderr, file) = refused_at_start("--meshConfig", bad).await;
     assert!(
-        stderr.contains(file.to_str().unwrap()) && stderr.contains("outboundTrafficPolicy.mode"),
+        stderr.contains(&file) && stderr.contains("outboundTrafficPolicy.mode"),
         "{stderr}"
     );
 }
 
 #[tokio::test]
 async fn a_bad_mesh_networks_file_at_start_stops_the_server_with_its_file_and_field() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("networks");
-    write(
-        dir.path(),
-        "networks",
-        "networks:\n  net2:\n    gateways: [{address: eastwest.example.com, port: 15443}]\n",
-    );
-    let child = tokio::process::Command::new(path())
-        .args(["discovery", "--networksConfig", file.to_str().unwrap()])
-        .args(LOOPBACK)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
-        .await
-        .expect("a server with a bad MeshNetworks file must exit")
-        .unwrap();
-    assert!(
-        !out.status.success(),
-        "a bad MeshNetworks file must stop the start"
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let bad = "networks:\n  net2:\n    gateways: [{address: eastwest.example.com, port: 15443}]\n";
+    let (stderr, file) = refused_at_start("--networksConfig", bad).await;
     assert!(
         stderr.contains("--networksConfig")
-            && stderr.contains(file.to_str().unwrap())
+            && stderr.contains(&file)
             && stderr.contains("networks.net2.gateways[0].address"),
         "{stderr}"
     );

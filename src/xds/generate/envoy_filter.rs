@@ -97,6 +97,30 @@ impl Patch {
         matches!(self.matches.context, PatchContext::Any) || self.matches.context == side.context()
     }
 
+    /// True for `MERGE` and `MERGE_AND_REPLACE_LIST`.
+    pub(super) fn merges(&self) -> bool {
+        matches!(
+            self.operation,
+            Operation::Merge | Operation::MergeAndReplaceList
+        )
+    }
+
+    /// The patches of `apply_to` that add an object of their own on `side` (`ANY` adds on a
+    /// sidecar's outbound side and a gateway only, as Istio), with their values.
+    pub(super) fn added<'a>(
+        patches: &[&'a Patch],
+        apply_to: ApplyTo,
+        side: Side,
+    ) -> Vec<(&'a Patch, DynamicMessage)> {
+        patches
+            .iter()
+            .filter(|p| p.apply_to == apply_to && p.operation == Operation::Add)
+            .filter(|p| p.matches.context != PatchContext::Any || side != Side::Inbound)
+            .filter(|p| p.is_for(side))
+            .filter_map(|p| Some((*p, p.value.clone()?)))
+            .collect()
+    }
+
     /// The patch's value (present for every operation but `REMOVE`, as validation requires).
     pub(super) fn value(&self) -> Result<&DynamicMessage, Failure> {
         self.value

@@ -1,25 +1,13 @@
 //! Patches to a cluster, as Istio's `cluster_patch.go` applies them: `REMOVE`, or `MERGE`
 //! (a transport socket of the cluster's socket's name merged into it, their typed configs
-//! unpacked); clusters the patches add are [`added`].
+//! unpacked); clusters the patches add are `Patch::added`.
 
 use prost_reflect::{DescriptorPool, DynamicMessage, Value};
-use wayfinder_config::envoy_filter::{ApplyTo, Operation, PatchContext};
+use wayfinder_config::envoy_filter::{ApplyTo, Operation};
 
 use super::fields::{self, list_mut, message, string};
 use super::merge::{merge, merge_any};
 use super::{Failure, Patch, Side};
-
-/// The clusters the patches add on `side` (`ANY` adds on a sidecar's outbound side and a
-/// gateway only, as Istio).
-pub(super) fn added<'a>(patches: &[&'a Patch], side: Side) -> Vec<(&'a Patch, DynamicMessage)> {
-    patches
-        .iter()
-        .filter(|p| p.apply_to == ApplyTo::Cluster && p.operation == Operation::Add)
-        .filter(|p| p.matches.context != PatchContext::Any || side != Side::Inbound)
-        .filter(|p| p.is_for(side))
-        .filter_map(|p| Some((*p, p.value.clone()?)))
-        .collect()
-}
 
 /// Patches `cluster`; false when a patch removed it. A transport socket merge that fails
 /// (their typed configs of other types) is left out, into `failed`.

@@ -1,12 +1,12 @@
 //! Patches to a listener, as Istio's `listener_patch.go` applies them: the listener's own
 //! (`REMOVE`, `MERGE`), its listener filters', then each filter chain's (`REMOVE`, `MERGE`,
 //! then its network filters', then, in an HTTP connection manager, its HTTP filters'), and
-//! last the filter chains the patches add. Listeners a patch adds are [`added`].
+//! last the filter chains the patches add. Listeners a patch adds are `Patch::added`.
 
 use std::cell::RefCell;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, Value};
-use wayfinder_config::envoy_filter::{ApplyTo, Operation, PatchContext};
+use wayfinder_config::envoy_filter::{ApplyTo, Operation};
 
 use super::fields::{self, list_mut, message, string};
 use super::merge::{merge, merge_any};
@@ -22,18 +22,6 @@ const HCM: &str = "envoy.filters.network.http_connection_manager";
 /// Names of the listeners whose filter chains hold the ports (Istio matches their chains'
 /// destination ports for `portNumber`).
 const VIRTUAL: [&str; 2] = ["virtualInbound", "virtualOutbound"];
-
-/// The listeners the patches add on `side` (`ANY` adds on a sidecar's outbound side and a
-/// gateway only, as Istio).
-pub(super) fn added<'a>(patches: &[&'a Patch], side: Side) -> Vec<(&'a Patch, DynamicMessage)> {
-    patches
-        .iter()
-        .filter(|p| p.apply_to == ApplyTo::Listener && p.operation == Operation::Add)
-        .filter(|p| p.matches.context != PatchContext::Any || side != Side::Inbound)
-        .filter(|p| p.is_for(side))
-        .filter_map(|p| Some((*p, p.value.clone()?)))
-        .collect()
-}
 
 /// Patches `listener`; false when a patch removed it. A patch that fails on a filter (its
 /// `typed_config` of another type) is left out there, into `failed`.
@@ -73,7 +61,7 @@ pub(super) fn patch(
                 .map(|l| l.listener_filter.clone())
                 .unwrap_or_default();
             let is = |f: &DynamicMessage| wanted.is_empty() || string(f, "name") == wanted;
-            if p.operation == Operation::Merge || p.operation == Operation::MergeAndReplaceList {
+            if p.merges() {
                 if !wanted.is_empty() {
                     for f in list.iter_mut().filter_map(Value::as_message_mut) {
                         if is(f)

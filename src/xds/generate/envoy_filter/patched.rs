@@ -151,8 +151,8 @@ fn patch_resources(
     let mut added = ResourceSet::new();
     for side in sides {
         let new = match type_url {
-            TypeUrl::Listener => listener::added(patches, *side),
-            TypeUrl::Cluster => cluster::added(patches, *side),
+            TypeUrl::Listener => Patch::added(patches, ApplyTo::Listener, *side),
+            TypeUrl::Cluster => Patch::added(patches, ApplyTo::Cluster, *side),
             _ => Vec::new(),
         };
         for (patch, message) in new {

@@ -62,39 +62,13 @@ impl Chains<'_> {
         let Some(filters) = list_mut(fc, "filters") else {
             return Ok(true);
         };
-        for p in network.iter().filter(|p| {
-            !matches!(
-                p.operation,
-                Operation::Merge | Operation::MergeAndReplaceList
-            )
-        }) {
-            let wanted = filter_name(p);
-            list_op(filters, p, wanted.is_some(), |f| {
-                wanted.is_none_or(|w| string(f, "name") == w)
-            })?;
-        }
+        self.patch_filters(filters, &network, filter_name)?;
+        let http: Vec<&Patch> = http
+            .into_iter()
+            .filter(|p| filter_name(p).is_none_or(|w| w == HCM))
+            .collect();
         for filter in filters.iter_mut().filter_map(Value::as_message_mut) {
-            let name = string(filter, "name");
-            for p in network
-                .iter()
-                .filter(|p| {
-                    matches!(
-                        p.operation,
-                        Operation::Merge | Operation::MergeAndReplaceList
-                    )
-                })
-                .filter(|p| filter_name(p).is_none_or(|w| w == name))
-            {
-                if let Err(failure) = merge_filter(self.pool, p, filter) {
-                    self.failed.borrow_mut().push(failure);
-                }
-            }
             if string(filter, "name") == HCM {
-                let http: Vec<&Patch> = http
-                    .iter()
-                    .copied()
-                    .filter(|p| filter_name(p).is_none_or(|w| w == HCM))
-                    .collect();
                 self.patch_hcm(filter, &http)?;
             }
         }
@@ -150,6 +124,32 @@ impl Chains<'_> {
         true
     }
 
+    /// A list of filters patched, as Istio patches network and HTTP filters alike: the list
+    /// operations in order, then each filter's merges; `named` is the filter a patch names.
+    fn patch_filters(
+        &self,
+        list: &mut Vec<Value>,
+        patches: &[&Patch],
+        named: fn(&Patch) -> Option<&str>,
+    ) -> Result<(), Failure> {
+        for p in patches.iter().filter(|p| !p.merges()) {
+            let wanted = named(p);
+            list_op(list, p, wanted.is_some(), |f| {
+                wanted.is_none_or(|w| string(f, "name") == w)
+            })?;
+        }
+        for f in list.iter_mut().filter_map(Value::as_message_mut) {
+            let name = string(f, "name");
+            let merging = patches.iter().filter(|p| p.merges());
+            for p in merging.filter(|p| named(p).is_none_or(|w| w == name)) {
+                if let Err(failure) = merge_filter(self.pool, p, f) {
+                    self.failed.borrow_mut().push(failure);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// An HTTP connection manager's HTTP filters patched (and, on a sidecar's inbound side,
     /// its inline route configuration, as Istio patches it while building it).
     fn patch_hcm(&self, filter: &mut DynamicMessage, http: &[&Patch]) -> Result<(), Failure> {
@@ -169,34 +169,7 @@ impl Chains<'_> {
             }
         };
         if let Some(list) = list_mut(&mut hcm, "http_filters") {
-            for p in http.iter().filter(|p| {
-                !matches!(
-                    p.operation,
-                    Operation::Merge | Operation::MergeAndReplaceList
-                )
-            }) {
-                let wanted = sub_filter_name(p);
-                list_op(list, p, wanted.is_some(), |f| {
-                    wanted.is_none_or(|w| string(f, "name") == w)
-                })?;
-            }
-            for f in list.iter_mut().filter_map(Value::as_message_mut) {
-                let name = string(f, "name");
-                for p in http
-                    .iter()
-                    .filter(|p| {
-                        matches!(
-                            p.operation,
-                            Operation::Merge | Operation::MergeAndReplaceList
-                        )
-                    })
-                    .filter(|p| sub_filter_name(p).is_none_or(|w| w == name))
-                {
-                    if let Err(failure) = merge_filter(self.pool, p, f) {
-                        self.failed.borrow_mut().push(failure);
-                    }
-                }
-            }
+            self.patch_filters(list, http, sub_filter_name)?;
         }
         if inline
             && hcm.has_field_by_name("route_config")
