@@ -123,19 +123,21 @@ async fn discovery(mut args: Discovery) -> anyhow::Result<()> {
         networks: std::sync::Arc::new(networks),
         ..Default::default()
     };
-    let (mesh, mesh_config) = match &args.mesh_config {
-        Some(path) => {
-            let (mesh, status) = wayfinder::mesh_config::load(path, &flags)
-                .map_err(|e| anyhow::anyhow!("--meshConfig {e}"))?;
-            let file = server::MeshConfigFile {
-                path: path.clone(),
-                flags,
-                status,
-            };
-            (mesh, Some(file))
-        }
-        None => (flags, None),
+    let (mesh, status) = match &args.mesh_config {
+        Some(path) => wayfinder::mesh_config::load(path, &flags)
+            .map_err(|e| anyhow::anyhow!("--meshConfig {e}"))?,
+        None => (flags.clone(), Default::default()),
     };
+    let files = wayfinder::mesh_config::Files {
+        mesh: args.mesh_config.clone(),
+        networks: args.networks_config.clone(),
+    };
+    let mesh_config =
+        (files.mesh.is_some() || files.networks.is_some()).then_some(server::MeshConfigFile {
+            files,
+            flags,
+            status,
+        });
     args.secure.trust_domain = mesh.trust_domain.to_string();
     let secure = args.secure.load(token_reviewer)?;
     let stop = shutdown_signal();

@@ -2,6 +2,8 @@
 //! on the flags' and published to the xDS server as [`MeshSettings`] (see
 //! `wayfinder_config::mesh_config` for the fields read).
 //!
+//! `--networksConfig FILE` (Istio's MeshNetworks) is followed the same way, beside it.
+//!
 //! - **At start** the file must read and validate, or the server does not start (as istiod
 //!   does not): the error names the file and the field.
 //! - **A change** applies within a second of the file settling (it is watched through its
@@ -21,6 +23,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wayfinder_config::mesh_config::{self, MeshConfig, Parsed};
+use wayfinder_config::mesh_networks::MeshNetworks;
 use wayfinder_config::validate::Problem;
 use wayfinder_file::watch::{Target, Watch};
 
@@ -40,6 +43,10 @@ pub struct MeshStatus {
     pub warnings: Vec<String>,
     /// Why its last change is not in force, while it is not.
     pub error: Option<String>,
+    /// The MeshNetworks file (`--networksConfig`), if one is read.
+    pub networks_path: Option<PathBuf>,
+    /// Why its last change is not in force, while it is not.
+    pub networks_error: Option<String>,
 }
 
 /// The file's settings at start, over `flags`: `Err` says why the server must not start.
@@ -51,15 +58,25 @@ pub fn load(path: &Path, flags: &MeshSettings) -> Result<(MeshSettings, MeshStat
         warnings: warnings(&parsed.problems),
         config: Some(parsed.config),
         error: None,
+        ..MeshStatus::default()
     };
     log_warnings(path, &status.warnings);
     Ok((settings, status))
 }
 
-/// Publishes `first` (the flags' settings, or [`load`]'s) and, with a `path`, follows the file
-/// until `shutdown`, publishing each good change over `flags`.
+/// The settings files the server follows: `--meshConfig` and `--networksConfig`.
+#[derive(Clone, Debug, Default)]
+pub struct Files {
+    /// The MeshConfig file.
+    pub mesh: Option<PathBuf>,
+    /// The MeshNetworks file.
+    pub networks: Option<PathBuf>,
+}
+
+/// Publishes `first` (the flags' settings, or [`load`]'s) and follows `files` until
+/// `shutdown`, publishing each good change over `flags`.
 pub fn spawn(
-    path: Option<PathBuf>,
+    files: Files,
     flags: MeshSettings,
     first: (MeshSettings, MeshStatus),
     shutdown: CancellationToken,
@@ -68,72 +85,118 @@ pub fn spawn(
     watch::Receiver<Arc<MeshStatus>>,
 ) {
     let (settings_tx, settings) = watch::channel(Arc::new(first.0));
-    let (status_tx, status) = watch::channel(Arc::new(first.1));
-    if let Some(path) = path {
-        tokio::spawn(follow(path, flags, settings_tx, status_tx, shutdown));
+    let mut status = first.1;
+    status.networks_path.clone_from(&files.networks);
+    let (status_tx, status) = watch::channel(Arc::new(status));
+    if files.mesh.is_some() || files.networks.is_some() {
+        tokio::spawn(follow(files, flags, settings_tx, status_tx, shutdown));
     }
     (settings, status)
 }
 
 async fn follow(
-    path: PathBuf,
-    flags: MeshSettings,
+    files: Files,
+    mut flags: MeshSettings,
     settings_tx: watch::Sender<Arc<MeshSettings>>,
     status_tx: watch::Sender<Arc<MeshStatus>>,
     shutdown: CancellationToken,
 ) {
-    let mut watch = Watch::new(&[Target::File(path.clone())], shutdown);
+    let targets: Vec<Target> = [&files.mesh, &files.networks]
+        .into_iter()
+        .flatten()
+        .map(|p| Target::File(p.clone()))
+        .collect();
+    let mut watch = Watch::new(&targets, shutdown);
     while watch.next().await.is_some() {
-        let reading = path.clone();
-        let parsed = tokio::task::spawn_blocking(move || read(&reading))
-            .await
-            .unwrap_or_else(|e| Err(format!("reading {}: {e}", path.display())));
         let mut status = (**status_tx.borrow()).clone();
-        match parsed {
-            Err(error) => {
-                if status.error.as_deref() != Some(error.as_str()) {
-                    tracing::error!(
-                        "MeshConfig {}: {error}; the last good settings stay in force",
-                        path.display()
-                    );
+        if let Some(path) = &files.networks {
+            match blocking(path, read_networks).await {
+                Ok(networks) => {
+                    if *flags.networks != networks || status.networks_error.is_some() {
+                        log_networks(path, &networks);
+                    }
+                    flags.networks = Arc::new(networks);
+                    status.networks_error = None;
                 }
-                status.error = Some(error);
+                Err(error) => {
+                    if status.networks_error.as_deref() != Some(error.as_str()) {
+                        tracing::error!(
+                            "MeshNetworks {error}; the last good networks stay in force"
+                        );
+                    }
+                    status.networks_error = Some(error);
+                }
             }
-            Ok(parsed) => {
-                let current = settings_tx.borrow().clone();
-                let settings = overlay(&flags, &parsed.config, Some(&current));
-                let warnings = warnings(&parsed.problems);
-                if status.config.as_ref() != Some(&parsed.config) || status.error.is_some() {
-                    tracing::info!("MeshConfig {}: read", path.display());
-                    log_warnings(&path, &warnings);
+        }
+        let current = settings_tx.borrow().clone();
+        // Without a good MeshConfig, the settings in force with the networks just read.
+        let mut settings = MeshSettings {
+            networks: flags.networks.clone(),
+            ..(*current).clone()
+        };
+        if let Some(path) = &files.mesh {
+            match blocking(path, read).await {
+                Err(error) => {
+                    if status.error.as_deref() != Some(error.as_str()) {
+                        tracing::error!(
+                            "MeshConfig {}: {error}; the last good settings stay in force",
+                            path.display()
+                        );
+                    }
+                    status.error = Some(error);
                 }
-                if *current != settings {
-                    settings_tx.send_replace(Arc::new(settings));
+                Ok(parsed) => {
+                    settings = overlay(&flags, &parsed.config, Some(&current));
+                    let warnings = warnings(&parsed.problems);
+                    if status.config.as_ref() != Some(&parsed.config) || status.error.is_some() {
+                        tracing::info!("MeshConfig {}: read", path.display());
+                        log_warnings(path, &warnings);
+                    }
+                    status.path = Some(path.clone());
+                    status.config = Some(parsed.config);
+                    status.warnings = warnings;
+                    status.error = None;
                 }
-                status = MeshStatus {
-                    path: Some(path.clone()),
-                    config: Some(parsed.config),
-                    warnings,
-                    error: None,
-                };
             }
+        }
+        if *current != settings {
+            settings_tx.send_replace(Arc::new(settings));
         }
         status_tx.send_replace(Arc::new(status));
     }
 }
 
-/// Reads and checks a MeshNetworks file (`--networksConfig`), at start only: `Err` names the
-/// file and the field.
-pub fn load_networks(path: &Path) -> Result<wayfinder_config::mesh_networks::MeshNetworks, String> {
+/// `read(path)` off the async threads.
+async fn blocking<T: Send + 'static>(
+    path: &Path,
+    read: impl FnOnce(&Path) -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let reading = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read(&reading))
+        .await
+        .unwrap_or_else(|e| Err(format!("reading {}: {e}", path.display())))
+}
+
+/// Reads and checks a MeshNetworks file (`--networksConfig`): `Err` names the file and the
+/// field.
+pub fn load_networks(path: &Path) -> Result<MeshNetworks, String> {
+    let networks = read_networks(path)?;
+    log_networks(path, &networks);
+    Ok(networks)
+}
+
+fn read_networks(path: &Path) -> Result<MeshNetworks, String> {
     let at = |e: String| format!("{}: {e}", path.display());
-    let networks = wayfinder_config::mesh_networks::parse(&read_text(path)?).map_err(at)?;
+    wayfinder_config::mesh_networks::parse(&read_text(path)?).map_err(at)
+}
+
+fn log_networks(path: &Path, networks: &MeshNetworks) {
     tracing::info!(
         "MeshNetworks {}: {} networks, gateways for {}",
         path.display(),
         networks.networks.len(),
         networks.gateways().len()
     );
-    Ok(networks)
 }
 
 /// Reads and checks the file: `Err` when it cannot be read, does not parse, or is refused.
@@ -204,6 +267,8 @@ fn overlay(
             virtual_services: config.default_virtual_service_export_to.clone(),
             destination_rules: config.default_destination_rule_export_to.clone(),
         },
+        proxy_defaults: config.default_config.clone(),
+        protocol_detection_timeout: config.protocol_detection_timeout.map(|d| d.0),
     }
 }
 

@@ -76,13 +76,13 @@ pub struct Config {
     pub secret_stores: Vec<(String, Arc<dyn crate::credentials::SecretStore>)>,
 }
 
-/// A MeshConfig file the server follows (see [`crate::mesh_config`]).
+/// The settings files the server follows (see [`crate::mesh_config`]).
 pub struct MeshConfigFile {
-    /// The file.
-    pub path: std::path::PathBuf,
+    /// The files: MeshConfig and MeshNetworks.
+    pub files: crate::mesh_config::Files,
     /// The flags' settings, which the file's are overlaid on.
     pub flags: crate::xds::MeshSettings,
-    /// What it held at start ([`crate::mesh_config::load`]).
+    /// What they held at start ([`crate::mesh_config::load`]).
     pub status: crate::mesh_config::MeshStatus,
 }
 
@@ -182,8 +182,8 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     crate::metrics::register_snapshot_gauges(&mut registry, model.clone(), &config.domain);
     let metrics = Arc::new(Exposition::new(registry));
     let (mesh_file, mesh_flags, mesh_status) = match config.mesh_config {
-        Some(file) => (Some(file.path), file.flags, file.status),
-        None => (None, config.mesh.clone(), Default::default()),
+        Some(file) => (file.files, file.flags, file.status),
+        None => (Default::default(), config.mesh.clone(), Default::default()),
     };
     let (mesh, mesh_status) = crate::mesh_config::spawn(
         mesh_file,

@@ -202,7 +202,7 @@ impl Machine for Delta {
                 self.route_clusters = by_parent;
             }
             // The load asks for no secrets.
-            TypeUrl::Route | TypeUrl::Endpoint | TypeUrl::Secret => {}
+            TypeUrl::Route | TypeUrl::Endpoint | TypeUrl::Secret | TypeUrl::ProxyConfig => {}
         }
         out
     }

@@ -180,7 +180,7 @@ impl Machine for Sotw {
                 out.extend(self.subscribe(TypeUrl::Cluster, Arc::new(Names::new(clusters))));
             }
             // The load asks for no secrets.
-            TypeUrl::Route | TypeUrl::Endpoint | TypeUrl::Secret => {}
+            TypeUrl::Route | TypeUrl::Endpoint | TypeUrl::Secret | TypeUrl::ProxyConfig => {}
         }
         out
     }

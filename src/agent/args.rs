@@ -138,9 +138,15 @@ pub struct ProxyArgs {
         default_value_t = 15020
     )]
     pub status_port: u16,
-    /// Envoy's worker threads (`--concurrency`); Envoy's default (one per core) when absent.
+    /// Envoy's worker threads (`--concurrency`); when absent, the control plane's ProxyConfig
+    /// says, else Envoy's default (one per core).
     #[arg(long)]
     pub concurrency: Option<u32>,
+    /// How long to wait for the workload's ProxyConfig from the control plane (PCDS) before
+    /// starting Envoy with the agent's own settings; `0s` does not ask (see
+    /// [`crate::agent::proxy_config`]).
+    #[arg(long = "proxy-config-wait", env = "PROXY_CONFIG_WAIT", default_value = "5s", value_parser = parse_duration)]
+    pub proxy_config_wait: Duration,
     /// Envoy configuration to run as it is, instead of the generated bootstrap; watched.
     #[arg(long = "custom-config-file", visible_alias = "customConfigFile")]
     pub custom_config_file: Option<PathBuf>,

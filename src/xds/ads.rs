@@ -547,6 +547,7 @@ fn type_name(t: TypeUrl) -> &'static str {
         TypeUrl::Listener => "listeners",
         TypeUrl::Route => "routes",
         TypeUrl::Secret => "secrets",
+        TypeUrl::ProxyConfig => "proxy_config",
     }
 }
 

@@ -46,6 +46,7 @@ mod network;
 mod picked;
 mod policy;
 mod proto;
+mod proxy_config;
 mod route;
 mod scope;
 mod sds;
@@ -335,8 +336,10 @@ impl XdsSnapshot {
         type_url: TypeUrl,
         requested: &BTreeSet<Arc<str>>,
     ) -> Resources {
-        if type_url == TypeUrl::Secret {
-            return self.secrets(proxy, requested);
+        match type_url {
+            TypeUrl::Secret => return self.secrets(proxy, requested),
+            TypeUrl::ProxyConfig => return self.proxy_config(proxy),
+            _ => {}
         }
         match proxy.kind {
             ProxyKind::Grpc => self.grpc(proxy, type_url, requested),
@@ -496,8 +499,8 @@ impl XdsSnapshot {
             TypeUrl::Listener | TypeUrl::Route => {
                 vec![gateway()[usize::from(type_url == TypeUrl::Route)].clone()]
             }
-            // Served by `secrets`, before this.
-            TypeUrl::Secret => Vec::new(),
+            // Served by `secrets` and `proxy_config`, before this.
+            TypeUrl::Secret | TypeUrl::ProxyConfig => Vec::new(),
         };
         Resources { layers }
     }
@@ -635,7 +638,13 @@ impl XdsSnapshot {
             let filters = security::Filters::new(&key.3, &self.mesh.trust_domain, false);
             [
                 Layer::new(inbound::clusters(&key.0)),
-                Layer::new(inbound::listener(&key.0, &key.1, key.2.as_ref(), &filters)),
+                Layer::new(inbound::listener(
+                    &key.0,
+                    &key.1,
+                    key.2.as_ref(),
+                    &filters,
+                    self.mesh.protocol_detection_timeout,
+                )),
             ]
         })
     }

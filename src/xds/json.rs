@@ -55,6 +55,17 @@ pub fn redact(value: &mut Value) {
 }
 
 fn render(any: &Any) -> Result<Value, String> {
+    use crate::xds::pb::mesh::{PROXY_CONFIG_TYPE, ProxyConfig};
+    if any.type_url == PROXY_CONFIG_TYPE {
+        // Istio's message, written by hand rather than described (see `pb::mesh`).
+        let message = <ProxyConfig as prost::Message>::decode(any.value.as_slice())
+            .map_err(|e| e.to_string())?;
+        let mut value = serde_json::to_value(message).map_err(|e| e.to_string())?;
+        if let Value::Object(map) = &mut value {
+            map.insert("@type".into(), Value::String(any.type_url.clone()));
+        }
+        return Ok(value);
+    }
     let pool = pool()?;
     let name = any.type_url.rsplit('/').next().unwrap_or_default();
     let descriptor = pool

@@ -1,4 +1,5 @@
-//! Envoy's API types, from the `envoy-types` crate.
+//! Envoy's API types, from the `envoy-types` crate, and the one Istio message served over
+//! ADS ([`mesh`]).
 //!
 //! Everything else in wayfinder reaches Envoy's generated types through this module, so that
 //! swapping the crate that provides them touches one file.
@@ -32,3 +33,5 @@ pub use envoy_types::pb::envoy::r#type::matcher::v3 as matcher;
 pub use envoy_types::pb::envoy::r#type::v3 as types;
 pub use envoy_types::pb::google::protobuf;
 pub use envoy_types::pb::google::rpc;
+
+pub mod mesh;

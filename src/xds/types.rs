@@ -19,16 +19,20 @@ pub enum TypeUrl {
     /// credentials (`credentialName`), pushed last, as istiod does: a listener that names a
     /// new secret waits for it while warming.
     Secret,
+    /// PCDS: Istio's `istio.mesh.v1alpha1.ProxyConfig`, the proxy's own settings, asked for
+    /// by its agent before it starts Envoy (`generate/proxy_config.rs`).
+    ProxyConfig,
 }
 
 impl TypeUrl {
     /// Every type, in push order.
-    pub const PUSH_ORDER: [TypeUrl; 5] = [
+    pub const PUSH_ORDER: [TypeUrl; 6] = [
         Self::Cluster,
         Self::Endpoint,
         Self::Listener,
         Self::Route,
         Self::Secret,
+        Self::ProxyConfig,
     ];
 
     /// The full type URL, `type.googleapis.com/...`.
@@ -39,11 +43,12 @@ impl TypeUrl {
             Self::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             Self::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
             Self::Secret => "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
+            Self::ProxyConfig => crate::xds::pb::mesh::PROXY_CONFIG_TYPE,
         }
     }
 
     /// The short name Istio uses in metrics and debug pages: `cds`, `eds`, `lds`, `rds`,
-    /// `sds`.
+    /// `sds`, `pcds`.
     pub const fn short(self) -> &'static str {
         match self {
             Self::Cluster => "cds",
@@ -51,6 +56,7 @@ impl TypeUrl {
             Self::Listener => "lds",
             Self::Route => "rds",
             Self::Secret => "sds",
+            Self::ProxyConfig => "pcds",
         }
     }
 
@@ -164,6 +170,10 @@ mod tests {
             pb::route::RouteConfiguration::type_url()
         );
         assert_eq!(TypeUrl::Secret.as_str(), pb::tls::Secret::type_url());
+        assert_eq!(
+            TypeUrl::ProxyConfig.as_str(),
+            pb::mesh::ProxyConfig::type_url()
+        );
         for t in TypeUrl::PUSH_ORDER {
             assert_eq!(TypeUrl::parse(t.as_str()), Some(t));
         }

@@ -122,7 +122,8 @@ fn module_rules() -> Vec<Rule> {
                 "wayfinder_kubernetes",
             ],
             why: "the agent shares no state with the server: it reaches it only over xDS, \
-                  through Envoy and its health stream (it may use the xDS messages and the \
+                  through Envoy and its own ProxyConfig and health streams (it may use the xDS \
+                  messages and the \
                   File adapter's file watcher)",
             except: "",
             allowed: &["crate::xds::pb"],

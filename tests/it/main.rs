@@ -32,6 +32,8 @@
 //!   (real Envoy 1.40), a change without a restart, a failing patch reported.
 //! - `multi_network`: two networks under the agent (real Envoy 1.40), a workload on the other
 //!   network reached only through its east-west gateway, in mesh mTLS.
+//! - `proxy_config`: MeshConfig's `defaultConfig` and a ProxyConfig object reach two agents
+//!   (real Envoy 1.40) over PCDS: each Envoy runs with its workload's concurrency and metadata.
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
 //! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back
@@ -90,6 +92,7 @@ mod memory;
 mod mesh_config;
 mod mesh_identity;
 mod multi_network;
+mod proxy_config;
 mod push_budget;
 mod secure;
 mod support;

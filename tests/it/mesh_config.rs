@@ -1,14 +1,16 @@
-//! `--meshConfig FILE`: Istio's MeshConfig read at start, followed while the server runs, and
-//! refused with its file and field without losing the settings in force.
+//! `--meshConfig FILE` and `--networksConfig FILE`: Istio's MeshConfig and MeshNetworks read
+//! at start, followed while the server runs, and refused with their file and field without
+//! losing the settings in force.
 
 use std::process::Stdio;
 
 use wayfinder::xds::TypeUrl;
 use wayfinder::xds::pb::cluster::Cluster;
 use wayfinder::xds::pb::discovery::DiscoveryResponse;
+use wayfinder::xds::pb::endpoint::ClusterLoadAssignment;
 use wayfinder::xds::pb::route::RouteConfiguration;
 
-use crate::support::ads::{Ads, decode_all, sidecar};
+use crate::support::ads::{Ads, decode_all, sidecar, sidecar_with};
 use crate::support::binary::{LOOPBACK, Wayfinder, path};
 use crate::support::fixtures::write;
 use crate::support::{DEADLINE, eventually};
@@ -160,5 +162,89 @@ async fn a_bad_mesh_networks_file_at_start_stops_the_server_with_its_file_and_fi
             && stderr.contains(&file)
             && stderr.contains("networks.net2.gateways[0].address"),
         "{stderr}"
+    );
+}
+
+/// The number of endpoints of `reviews` in an EDS response.
+fn reviews_endpoints(r: &DiscoveryResponse) -> usize {
+    decode_all::<ClusterLoadAssignment>(r)
+        .remove(REVIEWS_CLUSTER)
+        .expect("the reviews assignment")
+        .endpoints
+        .iter()
+        .map(|l| l.lb_endpoints.len())
+        .sum()
+}
+
+const REVIEWS_CLUSTER: &str = "outbound|9080||reviews.default.svc.cluster.local";
+
+#[tokio::test]
+async fn a_mesh_networks_change_reaches_proxies_and_a_bad_one_keeps_the_last_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("networks");
+    write(dir.path(), "networks", "networks: {}\n");
+    let w = Wayfinder::start(&["--networksConfig", file.to_str().unwrap()]).await;
+    w.ready().await;
+    let mut ads = Ads::connect(
+        w.grpc,
+        sidecar_with("10.9.0.1", "default", "NETWORK", "net1"),
+    )
+    .await;
+    ads.subscribe(TypeUrl::Endpoint, &[REVIEWS_CLUSTER]).await;
+    let eds = ads.recv_type(TypeUrl::Endpoint).await;
+    assert_eq!(reviews_endpoints(&eds), 3, "the demo's three reviews");
+    ads.ack(&eds, &[REVIEWS_CLUSTER]).await;
+
+    // The demo's reviews (10.1.13.0/24, plaintext) are now on another network, with a
+    // gateway: no gateway could route plaintext, so the proxy on net1 is sent none of them.
+    let net2 = "networks:\n  net2:\n    endpoints: [{fromCidr: 10.1.13.0/24}]\n    \
+                gateways: [{address: 192.0.2.10, port: 15443}]\n";
+    write(dir.path(), "networks", net2);
+    let eds = ads.recv_type(TypeUrl::Endpoint).await;
+    assert_eq!(reviews_endpoints(&eds), 0);
+    ads.ack(&eds, &[REVIEWS_CLUSTER]).await;
+
+    // A bad change: logged and shown with the file and field; the last good networks stay.
+    write(
+        dir.path(),
+        "networks",
+        "networks:\n  net2:\n    gateways: [{address: 192.0.2.10, port: 0}]\n",
+    );
+    let line = w
+        .wait_log("the MeshNetworks error", |l| {
+            l["level"] == "ERROR"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("MeshNetworks") && m.contains("port"))
+        })
+        .await;
+    let message = line["message"].as_str().unwrap();
+    assert!(message.contains(file.to_str().unwrap()), "{message}");
+    let z = eventually("configz to show the error", || async {
+        let z = w.json("/debug/configz").await;
+        z["mesh_config"]["networks_error"].is_string().then_some(z)
+    })
+    .await;
+    assert_eq!(z["mesh_config"]["networks_path"], file.to_str().unwrap());
+    let mut fresh = Ads::connect(
+        w.grpc,
+        sidecar_with("10.9.0.1", "default", "NETWORK", "net1"),
+    )
+    .await;
+    fresh.subscribe(TypeUrl::Endpoint, &[REVIEWS_CLUSTER]).await;
+    assert_eq!(
+        reviews_endpoints(&fresh.recv_type(TypeUrl::Endpoint).await),
+        0
+    );
+
+    // Fixed: the error clears and the endpoints are the proxy's network's again.
+    write(dir.path(), "networks", "networks: {}\n");
+    let eds = ads.recv_type(TypeUrl::Endpoint).await;
+    assert_eq!(reviews_endpoints(&eds), 3);
+    let z = w.json("/debug/configz").await;
+    assert!(
+        z["mesh_config"]["networks_error"].is_null(),
+        "{}",
+        z["mesh_config"]
     );
 }

@@ -22,9 +22,8 @@ use rustls::server::WebPkiClientVerifier;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use wayfinder::ca::{IstioCertificateRequest, IstioCertificateResponse, PATH, PeerCertificate};
 use wayfinder::xds::TypeUrl;
-use wayfinder::xds::pb::protobuf::{Struct, Value, value::Kind};
 
-use crate::support::ads::{Ads, sidecar};
+use crate::support::ads::{Ads, sidecar_with};
 use crate::support::binary::{Wayfinder, get};
 
 const TOKEN: &str = "vm-bootstrap-token-0001";
@@ -112,17 +111,7 @@ pub(crate) fn verify(chain: &[String], root_pem: &str) -> PeerCertificate {
 
 /// A node in namespace `namespace` claiming service account `account`.
 fn node(namespace: &str, account: &str) -> wayfinder::xds::pb::core::Node {
-    let mut node = sidecar("10.1.0.1", namespace);
-    node.metadata = Some(Struct {
-        fields: [(
-            "SERVICE_ACCOUNT".to_string(),
-            Value {
-                kind: Some(Kind::StringValue(account.into())),
-            },
-        )]
-        .into(),
-    });
-    node
+    sidecar_with("10.1.0.1", namespace, "SERVICE_ACCOUNT", account)
 }
 
 fn tokens_file(dir: &Path) -> String {

@@ -29,6 +29,8 @@ impl ConfigSpec {
             ConfigSpec::RequestAuthentication(_) => {}
             // Its patches are few; their values are JSON, read whole.
             ConfigSpec::EnvoyFilter(_) => {}
+            // Maps only.
+            ConfigSpec::ProxyConfig(_) => {}
         }
     }
 }

@@ -21,6 +21,8 @@ pub(crate) const GROUP: &str = "networking.istio.io";
 pub(crate) const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
 /// The one version Istio serves `EnvoyFilter` in.
 pub(crate) const ENVOY_FILTER_API_VERSION: &str = "networking.istio.io/v1alpha3";
+/// The one version Istio serves `ProxyConfig` in.
+pub(crate) const PROXY_CONFIG_API_VERSION: &str = "networking.istio.io/v1beta1";
 
 /// True for any kind of Istio networking object (VirtualService, Gateway, …) in a known version.
 pub(crate) fn is_networking(meta: &TypeMeta) -> bool {

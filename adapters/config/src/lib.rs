@@ -7,7 +7,9 @@
 //!   [`VirtualService`], [`DestinationRule`], [`Gateway`] and [`Sidecar`], and
 //!   [`WorkloadGroup`] (the template of auto-registered VMs' entries), and [`EnvoyFilter`]
 //!   (`v1alpha3` only, as Istio serves it: patches to the generated Envoy configuration,
-//!   their values kept as JSON for the server to read as Envoy messages); and of
+//!   their values kept as JSON for the server to read as Envoy messages), and [`ProxyConfig`]
+//!   (`v1beta1` only: per-workload settings of the proxy itself, layered by
+//!   [`proxy_config::effective`]); and of
 //!   `security.istio.io` (`v1`, `v1beta1`), [`PeerAuthentication`] (whether connections to a
 //!   workload must be mutual TLS; [`peer_authentication::effective`] is Istio's precedence of
 //!   mesh, namespace, workload and port), [`AuthorizationPolicy`] (which requests a
@@ -60,6 +62,7 @@ pub mod mesh_config;
 pub mod mesh_networks;
 pub mod model;
 pub mod peer_authentication;
+pub mod proxy_config;
 pub mod request_authentication;
 pub mod validate;
 
@@ -104,6 +107,7 @@ pub use feed::Feed;
 pub use gateway::*;
 pub use istio_fields::{FieldPath, Step, istio_defines};
 pub use peer_authentication::{EffectiveMtls, MtlsMode, PeerAuthentication, PeerMtls};
+pub use proxy_config::ProxyConfig;
 pub use request_authentication::RequestAuthentication;
 pub use sidecar::*;
 pub use virtual_service::*;
@@ -135,11 +139,14 @@ pub enum Kind {
     /// `EnvoyFilter` (`networking.istio.io/v1alpha3` only): patches to the generated Envoy
     /// configuration.
     EnvoyFilter,
+    /// `ProxyConfig` (`networking.istio.io/v1beta1` only): settings of the proxy itself, per
+    /// workload.
+    ProxyConfig,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
@@ -149,6 +156,7 @@ impl Kind {
         Kind::AuthorizationPolicy,
         Kind::RequestAuthentication,
         Kind::EnvoyFilter,
+        Kind::ProxyConfig,
     ];
 
     /// The kind's name in YAML.
@@ -163,6 +171,7 @@ impl Kind {
             Kind::AuthorizationPolicy => "AuthorizationPolicy",
             Kind::RequestAuthentication => "RequestAuthentication",
             Kind::EnvoyFilter => "EnvoyFilter",
+            Kind::ProxyConfig => "ProxyConfig",
         }
     }
 
@@ -238,6 +247,8 @@ pub enum ConfigSpec {
     RequestAuthentication(Box<RequestAuthentication>),
     /// An `EnvoyFilter`, boxed for the same reason.
     EnvoyFilter(Box<EnvoyFilter>),
+    /// A `ProxyConfig`.
+    ProxyConfig(ProxyConfig),
 }
 
 /// One configuration object.
@@ -262,6 +273,7 @@ impl ConfigObject {
             ConfigSpec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
             ConfigSpec::RequestAuthentication(_) => Kind::RequestAuthentication,
             ConfigSpec::EnvoyFilter(_) => Kind::EnvoyFilter,
+            ConfigSpec::ProxyConfig(_) => Kind::ProxyConfig,
         }
     }
 

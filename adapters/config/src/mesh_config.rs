@@ -9,14 +9,16 @@
 //! it; the server keeps the last good one.
 //!
 //! Acted on: `rootNamespace`, `trustDomain`, `outboundTrafficPolicy`, `localityLbSetting`,
-//! `enableAutoMtls`, `connectTimeout` and the `default*ExportTo`s. Read and reported as not
-//! acted on yet: `defaultConfig`, `protocolDetectionTimeout`, `ingressClass`,
-//! `ingressService`.
+//! `enableAutoMtls`, `connectTimeout`, the `default*ExportTo`s, of `defaultConfig`
+//! `concurrency`, `proxyMetadata` (served to agents, see [`crate::proxy_config`]) and `image`
+//! (reported), and `protocolDetectionTimeout`. Read and reported as not acted on yet:
+//! `ingressClass`, `ingressService`; and `defaultConfig`'s other fields, each by name.
 
 use serde::{Deserialize, Serialize};
 
 use crate::LocalityLbSetting;
-use crate::common::{Duration, Opaque};
+use crate::common::Duration;
+use crate::proxy_config::DefaultConfig;
 use crate::validate::{Problem, has_errors};
 
 /// The MeshConfig fields wayfinder reads (Istio's names and meanings).
@@ -42,9 +44,9 @@ pub struct MeshConfig {
     /// Clusters' connect timeout (Istio's default `10s`).
     #[serde(default)]
     pub connect_timeout: Option<Duration>,
-    /// Read, not acted on yet: the proxies' default ProxyConfig.
+    /// The proxies' default ProxyConfig, under the ProxyConfig objects.
     #[serde(default)]
-    pub default_config: Option<Opaque>,
+    pub default_config: Option<DefaultConfig>,
     /// Where DestinationRules without `exportTo` are exported (Istio's default `*`).
     #[serde(default)]
     pub default_destination_rule_export_to: Vec<String>,
@@ -54,7 +56,8 @@ pub struct MeshConfig {
     /// Where services without `exportTo` are exported (Istio's default `*`).
     #[serde(default)]
     pub default_service_export_to: Vec<String>,
-    /// Read, not acted on yet.
+    /// How long the inbound listener's TLS inspector waits for a client's first bytes
+    /// (Istio's default `0s`, for ever; wayfinder's, when unset, Envoy's 15 s).
     #[serde(default)]
     pub protocol_detection_timeout: Option<Duration>,
     /// Read, not acted on yet (wayfinder serves no Kubernetes Ingress).
@@ -85,11 +88,6 @@ impl MeshConfig {
     /// The fields read but not acted on yet, that this config sets.
     fn not_acted_on(&self) -> Vec<&'static str> {
         [
-            ("defaultConfig", self.default_config.is_some()),
-            (
-                "protocolDetectionTimeout",
-                self.protocol_detection_timeout.is_some(),
-            ),
             ("ingressClass", self.ingress_class.is_some()),
             ("ingressService", self.ingress_service.is_some()),
         ]
@@ -133,12 +131,12 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
         read.iter()
             .map(|f| Problem::warning(*f, "not acted on yet: wayfinder reads it and ignores it")),
     );
-    // A field read whole (`defaultConfig`) is reported once, above.
-    skipped.retain(|f| {
-        !read
-            .iter()
-            .any(|r| f == r || f.starts_with(&format!("{r}.")))
-    });
+    if names_image(&config) {
+        problems.push(Problem::warning(
+            "defaultConfig.image",
+            "not acted on: wayfinder injects no containers, so it picks no proxy image",
+        ));
+    }
     problems.extend(skipped.into_iter().map(|f| {
         Problem::warning(
             f,
@@ -147,6 +145,11 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
     }));
     problems.sort_by_key(|p| !p.fatal);
     Ok(Parsed { config, problems })
+}
+
+/// True when `defaultConfig` names an image flavour.
+fn names_image(c: &MeshConfig) -> bool {
+    c.default_config.as_ref().is_some_and(|d| d.image.is_some())
 }
 
 /// The values wayfinder acts on, checked as istiod checks them.
@@ -175,6 +178,16 @@ fn check(c: &MeshConfig) -> Vec<Problem> {
         if value.as_deref() == Some("") {
             problems.push(Problem::error(field, "must not be empty"));
         }
+    }
+    if c.default_config
+        .as_ref()
+        .and_then(|d| d.concurrency)
+        .is_some_and(|n| n < 0)
+    {
+        problems.push(Problem::error(
+            "defaultConfig.concurrency",
+            "concurrency must be greater than or equal to 0",
+        ));
     }
     if let Some(l) = &c.locality_lb_setting {
         problems.extend(crate::validate::locality_lb_setting("localityLbSetting", l));

@@ -24,6 +24,7 @@ mod http_match;
 mod http_policy;
 pub(crate) mod names;
 mod peer_authentication;
+mod proxy_config;
 mod regex;
 mod request_authentication;
 mod sidecar;
@@ -110,6 +111,7 @@ pub fn validate(object: &ConfigObject) -> Vec<Problem> {
         ConfigSpec::AuthorizationPolicy(ap) => authorization_policy::check(ap, &mut p),
         ConfigSpec::RequestAuthentication(ra) => request_authentication::check(ra, &mut p),
         ConfigSpec::EnvoyFilter(ef) => envoy_filter::check(ef, &mut p),
+        ConfigSpec::ProxyConfig(pc) => proxy_config::check(pc, &mut p),
     }
     p.0
 }

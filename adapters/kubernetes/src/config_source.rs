@@ -7,7 +7,7 @@
 //!
 //! - [`IstioConfig::config_source`]: `VirtualService`, `DestinationRule`, `Gateway`,
 //!   `Sidecar`, `WorkloadGroup`, `EnvoyFilter` (`v1alpha3`, the one version Istio serves it
-//!   in) and `security.istio.io`'s `PeerAuthentication`, `AuthorizationPolicy` and
+//!   in), `ProxyConfig` (`v1beta1`, likewise) and `security.istio.io`'s `PeerAuthentication`, `AuthorizationPolicy` and
 //!   `RequestAuthentication` as a [`ConfigSource`] named `Kubernetes`, whose stream follows
 //!   the contract on [`ConfigEvent`].
 //! - [`IstioConfig::entries`]: `ServiceEntry` and `WorkloadEntry` as a [`Registry`], mapped as

@@ -193,7 +193,9 @@ pub(super) fn aliases(
         let resource = match type_url {
             TypeUrl::Listener => api_listener(name),
             TypeUrl::Route => route(ctx, name, svc, port),
-            TypeUrl::Cluster | TypeUrl::Endpoint | TypeUrl::Secret => continue,
+            TypeUrl::Cluster | TypeUrl::Endpoint | TypeUrl::Secret | TypeUrl::ProxyConfig => {
+                continue;
+            }
         };
         insert(&mut set, resource);
     }

@@ -228,11 +228,16 @@ pub(super) fn clusters(ports: &Ports) -> ResourceSet {
 /// `authz` are the workload's AuthorizationPolicies as RBAC filters: HTTP chains run the HTTP
 /// filters before the router, every other chain (TCP ports, TLS passed through, the
 /// catch-all) the network filters before `tcp_proxy`.
+///
+/// `detection` is MeshConfig's `protocolDetectionTimeout`: how long the TLS inspector waits
+/// for a client's first bytes before the connection is taken as plaintext (Istio sets it on
+/// the inbound listener; `0` waits for ever). Without it Envoy's own 15 s apply.
 pub(super) fn listener(
     ports: &Ports,
     listen: &ListenSettings,
     mtls: Option<&EffectiveMtls>,
     authz: &Authz,
+    detection: Option<std::time::Duration>,
 ) -> ResourceSet {
     let mut chains: Vec<FilterChain> =
         blackhole_chain("virtualInbound-blackhole", listen.inbound_port)
@@ -282,6 +287,9 @@ pub(super) fn listener(
         // A client that sends nothing first (a server-first protocol) is not held by the TLS
         // inspector forever: after Envoy's listener filter timeout (15 s) it is plaintext.
         continue_on_listener_filters_timeout: mtls.is_some(),
+        listener_filters_timeout: detection
+            .filter(|_| mtls.is_some())
+            .map(super::policy::duration),
         traffic_direction: TrafficDirection::Inbound as i32,
         filter_chains: chains,
         ..Default::default()

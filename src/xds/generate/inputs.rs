@@ -36,6 +36,12 @@ pub struct MeshSettings {
     pub networks: Arc<wayfinder_config::mesh_networks::MeshNetworks>,
     /// Where objects without `exportTo` are exported (MeshConfig's `default*ExportTo`).
     pub exports: crate::snapshot::rules::ExportDefaults,
+    /// The proxies' default settings (MeshConfig's `defaultConfig`), under the ProxyConfig
+    /// objects: what agents are served (`generate/proxy_config.rs`).
+    pub proxy_defaults: Option<wayfinder_config::proxy_config::DefaultConfig>,
+    /// How long the inbound listener's TLS inspector waits for a client's first bytes
+    /// (MeshConfig's `protocolDetectionTimeout`; `None`: Envoy's 15 s).
+    pub protocol_detection_timeout: Option<std::time::Duration>,
 }
 
 impl Default for MeshSettings {
@@ -50,6 +56,8 @@ impl Default for MeshSettings {
             connect_timeout: std::time::Duration::from_secs(10),
             networks: Arc::default(),
             exports: Default::default(),
+            proxy_defaults: None,
+            protocol_detection_timeout: None,
         }
     }
 }

@@ -7,6 +7,7 @@ mod exports;
 mod invalidation;
 mod mesh_tls;
 mod network;
+mod proxy_settings;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -124,7 +125,9 @@ fn a_grpc_client_after_an_endpoint_change_keeps_its_listeners_and_routes() {
                     "{t}: carried as is"
                 );
             }
-            TypeUrl::Cluster => assert!(changed.is_empty(), "{changed:?}"),
+            TypeUrl::Cluster | TypeUrl::ProxyConfig => {
+                assert!(changed.is_empty(), "{t}: {changed:?}");
+            }
             TypeUrl::Secret => assert!(after.layers().is_empty(), "a gRPC client's secrets"),
         }
     }

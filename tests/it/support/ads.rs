@@ -32,6 +32,22 @@ pub(crate) fn sidecar(ip: &str, namespace: &str) -> Node {
     }
 }
 
+/// [`sidecar`] with the node metadata `name: value` (a string).
+pub(crate) fn sidecar_with(ip: &str, namespace: &str, name: &str, value: &str) -> Node {
+    Node {
+        metadata: Some(Struct {
+            fields: [(
+                name.to_string(),
+                Value {
+                    kind: Some(Kind::StringValue(value.into())),
+                },
+            )]
+            .into(),
+        }),
+        ..sidecar(ip, namespace)
+    }
+}
+
 /// A proxyless gRPC node.
 pub(crate) fn grpc(id: &str) -> Node {
     Node {
@@ -211,6 +227,8 @@ pub(crate) fn name_of(any: &wayfinder::xds::pb::protobuf::Any) -> String {
         Some(TypeUrl::Listener) => Listener::decode(bytes).map(|l| l.name),
         Some(TypeUrl::Route) => RouteConfiguration::decode(bytes).map(|r| r.name),
         Some(TypeUrl::Secret) => Secret::decode(bytes).map(|s| s.name),
+        // Istio's message carries no name.
+        Some(TypeUrl::ProxyConfig) => return "<ProxyConfig>".to_string(),
         None => return format!("<{}>", any.type_url),
     }
     .unwrap_or_else(|e| format!("<undecodable: {e}>"))

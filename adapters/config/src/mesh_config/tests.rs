@@ -22,7 +22,10 @@ localityLbSetting: {enabled: true, failover: [{from: us-east, to: us-west}]}
 enableAutoMtls: false
 connectTimeout: 3s
 accessLogFile: /dev/stdout
-defaultConfig: {discoveryAddress: istiod.istio-system.svc:15012}
+defaultConfig:
+  discoveryAddress: istiod.istio-system.svc:15012
+  concurrency: 2
+  proxyMetadata: {ISTIO_META_DNS_CAPTURE: "true"}
 extensionProviders: [{name: otel}]
 "#,
     )
@@ -34,10 +37,17 @@ extensionProviders: [{name: otel}]
     assert_eq!(c.enable_auto_mtls, Some(false));
     assert_eq!(c.connect_timeout.map(|d| d.0.as_secs()), Some(3));
     assert_eq!(c.locality_lb_setting.as_ref().unwrap().failover.len(), 1);
+    let proxies = c.default_config.as_ref().unwrap();
+    assert_eq!(proxies.concurrency, Some(2));
+    assert_eq!(proxies.proxy_metadata["ISTIO_META_DNS_CAPTURE"], "true");
     assert!(!parsed.refused(), "{:?}", parsed.problems);
     assert_eq!(
         fields(&parsed, false),
-        ["defaultConfig", "accessLogFile", "extensionProviders"]
+        [
+            "accessLogFile",
+            "defaultConfig.discoveryAddress",
+            "extensionProviders"
+        ]
     );
 }
 
@@ -50,6 +60,10 @@ fn a_wrong_value_acted_on_refuses_the_config() {
         ),
         ("connectTimeout: 0s", "connectTimeout"),
         ("rootNamespace: ''", "rootNamespace"),
+        (
+            "defaultConfig: {concurrency: -2}",
+            "defaultConfig.concurrency",
+        ),
         (
             "localityLbSetting: {failover: [{from: a, to: a}]}",
             "localityLbSetting.failover[0]",

@@ -165,11 +165,12 @@ pub(crate) fn unknown_kind(meta: &TypeMeta) -> String {
     format!(
         "skipping {meta}: an unknown kind (wayfinder reads ServiceEntry, WorkloadEntry, \
          VirtualService, DestinationRule, Gateway, Sidecar and WorkloadGroup of {}/{{{}}}, \
-         EnvoyFilter of {}, and \
+         EnvoyFilter of {}, ProxyConfig of {}, and \
          PeerAuthentication, AuthorizationPolicy and RequestAuthentication of {}/{{{}}})",
         istio::GROUP,
         istio::VERSIONS.join(","),
         istio::ENVOY_FILTER_API_VERSION,
+        istio::PROXY_CONFIG_API_VERSION,
         security::GROUP,
         security::VERSIONS.join(","),
     )
@@ -256,6 +257,8 @@ impl Decode for Box<Decoded> {
             ) => security::is_read(meta),
             // Istio serves EnvoyFilter in v1alpha3 only.
             Some(Kind::EnvoyFilter) => meta.api_version == istio::ENVOY_FILTER_API_VERSION,
+            // And ProxyConfig in v1beta1 only.
+            Some(Kind::ProxyConfig) => meta.api_version == istio::PROXY_CONFIG_API_VERSION,
             Some(_) => istio::is_networking(meta),
             None => false,
         }
@@ -286,6 +289,9 @@ impl Decode for Box<Decoded> {
             Some(Kind::EnvoyFilter) => Decoded::new(Object::deserialize(de)?, |ef| {
                 ConfigSpec::EnvoyFilter(Box::new(ef))
             }),
+            Some(Kind::ProxyConfig) => {
+                Decoded::new(Object::deserialize(de)?, ConfigSpec::ProxyConfig)
+            }
             None => return Err(D::Error::custom(format!("unexpected kind {}", meta.kind))),
         })
     }

@@ -8,6 +8,7 @@ mod gateway;
 mod http;
 mod names;
 mod peer_authentication;
+mod proxy_config;
 mod request_authentication;
 mod sidecar;
 mod virtual_service;

@@ -18,6 +18,9 @@ const VERSIONS: &[&str] = &["v1", "v1beta1"];
 /// The one version Istio serves `EnvoyFilter` in.
 const ALPHA: &[&str] = &["v1alpha3"];
 
+/// The one version Istio serves `ProxyConfig` in.
+const BETA: &[&str] = &["v1beta1"];
+
 /// One kind of Istio object, as the API names it.
 #[derive(Debug)]
 pub(super) struct ApiKind {
@@ -32,7 +35,7 @@ pub(super) struct ApiKind {
 }
 
 /// The kinds of the config source: the networking kinds and the security policies, read alike.
-pub(super) const CONFIG: [ApiKind; 9] = [
+pub(super) const CONFIG: [ApiKind; 10] = [
     ApiKind::new(NETWORKING, "VirtualService", "virtualservices"),
     ApiKind::new(NETWORKING, "DestinationRule", "destinationrules"),
     ApiKind::new(NETWORKING, "Gateway", "gateways"),
@@ -41,6 +44,10 @@ pub(super) const CONFIG: [ApiKind; 9] = [
     ApiKind {
         versions: ALPHA,
         ..ApiKind::new(NETWORKING, "EnvoyFilter", "envoyfilters")
+    },
+    ApiKind {
+        versions: BETA,
+        ..ApiKind::new(NETWORKING, "ProxyConfig", "proxyconfigs")
     },
     ApiKind::new(SECURITY, "AuthorizationPolicy", "authorizationpolicies"),
     ApiKind::new(SECURITY, "PeerAuthentication", "peerauthentications"),

@@ -152,6 +152,10 @@ pub(super) const KINDS: &[Kind] = &[
         ..istio("envoyfilters", "envoyfilter", "EnvoyFilter")
     },
     Kind {
+        versions: &["v1beta1"],
+        ..istio("proxyconfigs", "proxyconfig", "ProxyConfig")
+    },
+    Kind {
         short: &["ap"],
         ..security(
             "authorizationpolicies",

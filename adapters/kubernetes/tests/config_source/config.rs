@@ -294,3 +294,43 @@ async fn envoy_filters_are_read_in_v1alpha3_and_one_whose_value_is_not_its_messa
     );
     items.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_configs_are_read_in_v1beta1_and_a_negative_concurrency_is_refused() {
+    let fake = FakeApiServer::start().await;
+    let config = |name: &str, concurrency: i32| {
+        json!({
+            "apiVersion": "networking.istio.io/v1beta1",
+            "kind": "ProxyConfig",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "reviews"}},
+                "concurrency": concurrency,
+                "environmentVariables": {"ISTIO_META_TEAM": "blue"},
+            },
+        })
+    };
+    fake.apply(config("reviews", 2));
+    let mut items = config_source(fake.client());
+    let objects = items.reset().await;
+    let keys: Vec<_> = objects.iter().map(|o| o.key()).collect();
+    assert_eq!(keys, [key(Kind::ProxyConfig, "reviews")]);
+
+    fake.apply(config("bad", -1));
+    assert_eq!(items.refused().await, ["bad"]);
+    let err = items.error().await;
+    let RegistryError::Invalid { origin, detail } = &err else {
+        panic!("expected Invalid, got {err:?}");
+    };
+    assert_eq!(
+        origin,
+        &format!(
+            "{CLUSTER}: /apis/networking.istio.io/v1beta1/namespaces/default/proxyconfigs/bad"
+        )
+    );
+    assert_eq!(
+        detail,
+        "ProxyConfig default/bad: spec.concurrency: concurrency must be greater than or equal to 0"
+    );
+    items.stop().await;
+}

@@ -12,7 +12,7 @@ use crate::support::{
 /// The watched kinds, by group: Istio's networking kinds, `PeerAuthentication`, and the
 /// security policies the source reads to refuse them. Every one must be here: after the fault, the first watch to
 /// fail names the error, and which one that is depends on timing.
-const PLURALS: [(&str, &str, &str); 9] = [
+const PLURALS: [(&str, &str, &str); 10] = [
     ("networking.istio.io", "v1", "virtualservices"),
     ("networking.istio.io", "v1", "destinationrules"),
     ("networking.istio.io", "v1", "gateways"),
@@ -20,6 +20,8 @@ const PLURALS: [(&str, &str, &str); 9] = [
     ("networking.istio.io", "v1", "workloadgroups"),
     // Istio serves EnvoyFilter in v1alpha3 only.
     ("networking.istio.io", "v1alpha3", "envoyfilters"),
+    // And ProxyConfig in v1beta1 only.
+    ("networking.istio.io", "v1beta1", "proxyconfigs"),
     ("security.istio.io", "v1", "authorizationpolicies"),
     ("security.istio.io", "v1", "peerauthentications"),
     ("security.istio.io", "v1", "requestauthentications"),
