@@ -616,10 +616,13 @@ impl XdsSnapshot {
             .model
             .config
             .sidecar_for(&proxy.namespace, &proxy.labels);
-        let ports = match sidecar.filter(|(_, sc)| !sc.ingress.is_empty()) {
+        let mut ports = match sidecar.filter(|(_, sc)| !sc.ingress.is_empty()) {
             Some((_, sc)) => inbound::from_ingress(&sc.ingress, proxy),
             None => self.instances().ports(proxy),
         };
+        if let Some((_, sc)) = sidecar {
+            inbound::apply_pools(&mut ports, sc);
+        }
         let mtls = proxy.mesh_tls().then(|| {
             self.model
                 .config

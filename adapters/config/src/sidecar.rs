@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::common::{Opaque, WorkloadSelector};
+use super::destination_rule::ConnectionPoolSettings;
+use super::gateway::ServerTlsSettings;
 
 /// Limits a sidecar's view of the mesh (Istio `networking.istio.io/v1` `Sidecar`). Without a
 /// `workloadSelector` it is the default of its namespace.
@@ -19,9 +21,10 @@ pub struct Sidecar {
     /// What the workload may reach.
     #[serde(default)]
     pub egress: Vec<EgressListener>,
-    /// Inbound connection pool (not supported yet).
+    /// The connection pool of the workload's inbound clusters (an ingress listener's own
+    /// wins for its port).
     #[serde(default)]
-    pub inbound_connection_pool: Option<Opaque>,
+    pub inbound_connection_pool: Option<ConnectionPoolSettings>,
     /// Traffic to unknown destinations: `ALLOW_ANY` (default) or `REGISTRY_ONLY`.
     #[serde(default)]
     pub outbound_traffic_policy: Option<OutboundTrafficPolicy>,
@@ -63,12 +66,13 @@ pub struct IngressListener {
     /// Capture mode (not supported yet: traffic is captured).
     #[serde(default)]
     pub capture_mode: Option<String>,
-    /// TLS the sidecar terminates (not supported yet).
+    /// TLS the sidecar terminates for clients outside the mesh (`SIMPLE` or `MUTUAL`, with
+    /// certificate files on the proxy's machine).
     #[serde(default)]
-    pub tls: Option<Opaque>,
-    /// Connection pool (not supported yet).
+    pub tls: Option<ServerTlsSettings>,
+    /// The connection pool of the port's inbound cluster.
     #[serde(default)]
-    pub connection_pool: Option<Opaque>,
+    pub connection_pool: Option<ConnectionPoolSettings>,
 }
 
 /// An egress listener's port (Istio `SidecarPort`).

@@ -388,6 +388,29 @@ pub(super) fn discovery(kind: DiscoveryType) -> Option<ClusterDiscoveryType> {
     Some(ClusterDiscoveryType::Type(kind as i32))
 }
 
+/// An inbound cluster shaped by its Sidecar's connection pool (see `inbound/pool.rs`), as
+/// Istio applies it to the server side: Istio's default circuit breakers with the pool's
+/// limits, its connect timeout and keepalive, and for an HTTP port its HTTP options.
+pub(super) fn shape_by_pool(
+    cluster: &mut Cluster,
+    pool: &wayfinder_config::ConnectionPoolSettings,
+    protocol: Protocol,
+) {
+    cluster.circuit_breakers = Some(unlimited());
+    let mut http = HttpOptions {
+        http2: protocol.is_http2(),
+        ..HttpOptions::default()
+    };
+    super::policy::apply_pool(cluster, pool, &mut http);
+    if protocol.is_http()
+        && let Some(options) = http_options(http)
+    {
+        cluster
+            .typed_extension_protocol_options
+            .insert(HTTP_PROTOCOL_OPTIONS.into(), any(&options));
+    }
+}
+
 /// Istio's default circuit breakers: every limit at its maximum, with remaining capacity
 /// tracked in stats.
 fn unlimited() -> CircuitBreakers {

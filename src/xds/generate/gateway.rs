@@ -33,6 +33,8 @@
 
 mod tls;
 
+pub(super) use tls::terminating as terminating_tls;
+
 use std::collections::BTreeMap;
 
 use wayfinder_config::{ConfigMeta, Gateway, Server, ServerTlsMode, VirtualService};

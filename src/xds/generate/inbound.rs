@@ -1,6 +1,10 @@
 //! A sidecar's inbound side: clusters and the `virtualInbound` listener for the proxy's own
 //! instances, the endpoints whose address is one of the proxy's IPs.
 
+mod sidecar;
+
+pub(super) use sidecar::apply as apply_pools;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
@@ -103,6 +107,8 @@ impl Index {
                 ports.entry(*port).or_insert(InboundPort {
                     protocol: *protocol,
                     target: None,
+                    pool: None,
+                    tls: None,
                 });
             }
         }
@@ -113,13 +119,18 @@ impl Index {
 /// The inbound ports of a proxy: its instances' ports, or its Sidecar's `ingress` listeners.
 pub(super) type Ports = BTreeMap<u16, InboundPort>;
 
-/// One inbound port: its protocol, and where its traffic goes.
+/// One inbound port: its protocol, where its traffic goes, and the connection pool its
+/// Sidecar sets for it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct InboundPort {
     pub(super) protocol: Protocol,
     /// A Sidecar ingress listener's `defaultEndpoint`; `None`: the workload on 127.0.0.1 at
     /// the same port.
     pub(super) target: Option<Target>,
+    /// The Sidecar's connection pool for the port ([`apply_pools`]).
+    pub(super) pool: Option<sidecar::Pool>,
+    /// The TLS its Sidecar ingress listener terminates, for clients outside the mesh.
+    pub(super) tls: Option<sidecar::Keyed<wayfinder_config::ServerTlsSettings>>,
 }
 
 /// Where an ingress listener's traffic goes.
@@ -152,12 +163,19 @@ pub(super) fn from_ingress(
                 DefaultEndpoint::Instance(p) => Target::Address(own, p),
                 DefaultEndpoint::Unix(path) => Target::Unix(path),
             };
-            let protocol = Protocol::parse(&port.protocol);
+            // Terminated here, the port's traffic is what TLS carried (Istio: HTTPS as HTTP).
+            let protocol = match Protocol::parse(&port.protocol) {
+                Protocol::Https if l.tls.is_some() => Protocol::Http,
+                Protocol::Tls if l.tls.is_some() => Protocol::Tcp,
+                other => other,
+            };
             Some((
                 number,
                 InboundPort {
                     protocol,
                     target: Some(target),
+                    pool: None,
+                    tls: l.tls.as_ref().map(sidecar::Keyed::new),
                 },
             ))
         })
@@ -165,7 +183,7 @@ pub(super) fn from_ingress(
 }
 
 /// `inbound|<port>||` for every inbound port: the workload on localhost (or the Sidecar
-/// ingress listener's endpoint).
+/// ingress listener's endpoint), shaped by the port's connection pool, if it has one.
 pub(super) fn clusters(ports: &Ports) -> ResourceSet {
     let mut set = ResourceSet::new();
     for (port, inbound) in ports {
@@ -182,7 +200,7 @@ pub(super) fn clusters(ports: &Ports) -> ResourceSet {
             }),
         };
         let name = names::inbound_cluster(*port);
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             name: name.clone(),
             cluster_discovery_type: discovery(DiscoveryType::Static),
             connect_timeout: seconds(10),
@@ -202,6 +220,9 @@ pub(super) fn clusters(ports: &Ports) -> ResourceSet {
             }),
             ..Default::default()
         };
+        if let Some(pool) = &inbound.pool {
+            super::cluster::shape_by_pool(&mut cluster, &pool.settings, inbound.protocol);
+        }
         insert(&mut set, Resource::encode(name, &cluster));
     }
     set
@@ -243,6 +264,7 @@ pub(super) fn listener(
         blackhole_chain("virtualInbound-blackhole", listen.inbound_port)
             .into_iter()
             .collect();
+    let mut user_tls = false;
     for (&port, inbound) in ports {
         let protocol = inbound.protocol;
         let cluster = names::inbound_cluster(port);
@@ -257,7 +279,25 @@ pub(super) fn listener(
             }
         };
         let mode = mtls.map(|m| m.mode_for(port));
-        chains.extend(by_mode(mode, &cluster, Some(port), http, filter, &tcp));
+        // A Sidecar ingress listener's own TLS, where mesh mTLS is off for the port (Istio:
+        // mesh mTLS wins where it is on).
+        match inbound.tls.as_ref() {
+            Some(tls) if matches!(mode, None | Some(MtlsMode::Disable)) => {
+                user_tls = true;
+                chains.push(FilterChain {
+                    name: cluster.clone(),
+                    filter_chain_match: Some(FilterChainMatch {
+                        destination_port: u32_value(u32::from(port)),
+                        transport_protocol: "tls".into(),
+                        ..Default::default()
+                    }),
+                    filters: filter(false),
+                    transport_socket: Some(super::gateway::terminating_tls(&tls.settings)),
+                    ..Default::default()
+                });
+            }
+            _ => chains.extend(by_mode(mode, &cluster, Some(port), http, filter, &tcp)),
+        }
     }
     let passthrough = tcp_to(authz, names::INBOUND_PASSTHROUGH_CLUSTER);
     // Other ports: plaintext and any TLS passed through, unless the workload is STRICT.
@@ -277,7 +317,9 @@ pub(super) fn listener(
         ))),
         ..Default::default()
     }];
-    if mtls.is_some() {
+    // TLS is told from plaintext where mesh mTLS or an ingress listener's TLS is served.
+    let inspects = mtls.is_some() || user_tls;
+    if inspects {
         listener_filters.push(tls_inspector());
     }
     let listener = Listener {
@@ -286,10 +328,8 @@ pub(super) fn listener(
         listener_filters,
         // A client that sends nothing first (a server-first protocol) is not held by the TLS
         // inspector forever: after Envoy's listener filter timeout (15 s) it is plaintext.
-        continue_on_listener_filters_timeout: mtls.is_some(),
-        listener_filters_timeout: detection
-            .filter(|_| mtls.is_some())
-            .map(super::policy::duration),
+        continue_on_listener_filters_timeout: inspects,
+        listener_filters_timeout: detection.filter(|_| inspects).map(super::policy::duration),
         traffic_direction: TrafficDirection::Inbound as i32,
         filter_chains: chains,
         ..Default::default()

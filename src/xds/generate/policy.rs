@@ -216,7 +216,11 @@ fn slow_start(lb: &LoadBalancerSettings) -> Option<cluster::cluster::SlowStartCo
         })
 }
 
-fn apply_pool(cluster: &mut Cluster, pool: &ConnectionPoolSettings, http: &mut HttpOptions) {
+pub(super) fn apply_pool(
+    cluster: &mut Cluster,
+    pool: &ConnectionPoolSettings,
+    http: &mut HttpOptions,
+) {
     let thresholds = cluster
         .circuit_breakers
         .get_or_insert_with(Default::default)

@@ -172,7 +172,12 @@ fn check_tls(p: &mut Problems, path: &str, t: &ServerTlsSettings, family: Family
 /// SIMPLE, MUTUAL and OPTIONAL_MUTUAL terminate TLS with certificate files, or with the
 /// Kubernetes Secrets `credentialName(s)` name, which the control plane serves (Istio's
 /// `validateTLSOptions`).
-fn check_terminating(p: &mut Problems, path: &str, t: &ServerTlsSettings, mode: ServerTlsMode) {
+pub(super) fn check_terminating(
+    p: &mut Problems,
+    path: &str,
+    t: &ServerTlsSettings,
+    mode: ServerTlsMode,
+) {
     if !t.tls_certificates.is_empty() {
         p.ignored(format!("{path}.tlsCertificates"));
     }
@@ -273,7 +278,7 @@ fn check_credential(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_versions(p: &mut Problems, path: &str, t: &ServerTlsSettings) {
+pub(super) fn check_versions(p: &mut Problems, path: &str, t: &ServerTlsSettings) {
     let mut index = |field: &str, value: &Option<String>| {
         let v = value.as_deref()?;
         let i = TLS_VERSIONS.iter().position(|known| *known == v);

@@ -26,8 +26,8 @@ pub(super) fn check(sc: &Sidecar, p: &mut Problems) {
         check_labels(p, "spec.workloadSelector.labels", &selector.labels);
     }
     check_ingress(sc, p);
-    if sc.inbound_connection_pool.is_some() {
-        p.ignored("spec.inboundConnectionPool");
+    if let Some(pool) = &sc.inbound_connection_pool {
+        super::traffic_policy::check_connection_pool(p, "spec.inboundConnectionPool", pool);
     }
     check_egress(sc, p);
     if let Some(policy) = &sc.outbound_traffic_policy {
@@ -67,17 +67,71 @@ fn check_ingress(sc: &Sidecar, p: &mut Problems) {
         if let Err(e) = crate::sidecar::parse_default_endpoint(&listener.default_endpoint) {
             p.error(format!("{path}.defaultEndpoint"), e);
         }
+        if let Some(tls) = &listener.tls {
+            let protocol = listener.port.as_ref().map_or("", |p| p.protocol.as_str());
+            check_ingress_tls(p, &format!("{path}.tls"), tls, protocol);
+        }
         for (field, set) in [
             ("bind", !listener.bind.is_empty()),
             ("captureMode", listener.capture_mode.is_some()),
-            ("tls", listener.tls.is_some()),
-            ("connectionPool", listener.connection_pool.is_some()),
         ] {
             if set {
                 p.ignored(format!("{path}.{field}"));
             }
         }
+        if let Some(pool) = &listener.connection_pool {
+            super::traffic_policy::check_connection_pool(
+                p,
+                &format!("{path}.connectionPool"),
+                pool,
+            );
+        }
     }
+}
+
+/// An ingress listener's TLS, as Istio's `validateSidecarIngress` checks it: a terminating
+/// mode with certificate files (no Secrets, no names to check, no redirect), on an HTTPS or
+/// TLS port.
+fn check_ingress_tls(p: &mut Problems, path: &str, t: &crate::ServerTlsSettings, protocol: &str) {
+    use crate::ServerTlsMode;
+    for (field, set) in [
+        ("subjectAltNames", !t.subject_alt_names.is_empty()),
+        ("httpsRedirect", t.https_redirect),
+        ("credentialName", !t.credential_name.is_empty()),
+        ("credentialNames", !t.credential_names.is_empty()),
+        ("tlsCertificates", !t.tls_certificates.is_empty()),
+    ] {
+        if set {
+            p.error(
+                format!("{path}.{field}"),
+                "is not supported in a sidecar's ingress TLS (as in Istio)",
+            );
+        }
+    }
+    if !matches!(protocol.to_ascii_uppercase().as_str(), "HTTPS" | "TLS") {
+        p.error(path, "TLS settings need an HTTPS or TLS port");
+    }
+    match t.mode {
+        Some(
+            mode @ (ServerTlsMode::Simple | ServerTlsMode::Mutual | ServerTlsMode::OptionalMutual),
+        ) => {
+            super::gateway::check_terminating(p, path, t, mode);
+        }
+        other => p.error(
+            format!("{path}.mode"),
+            format!(
+                "{} cannot be a sidecar's ingress TLS: SIMPLE, MUTUAL or OPTIONAL_MUTUAL",
+                other.map_or_else(
+                    || "PASSTHROUGH (the default)".to_string(),
+                    |m| serde_json::to_value(m)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default()
+                )
+            ),
+        ),
+    }
+    super::gateway::check_versions(p, path, t);
 }
 
 /// A Sidecar port: a number (1 to 65535) and a protocol Istio knows, if given.

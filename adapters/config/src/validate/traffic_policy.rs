@@ -171,7 +171,7 @@ fn check_consistent_hash(p: &mut Problems, path: &str, h: &ConsistentHash) {
 }
 
 /// Counts must be at least 1 where given: 0 would refuse every connection or request.
-fn check_connection_pool(p: &mut Problems, path: &str, pool: &ConnectionPoolSettings) {
+pub(super) fn check_connection_pool(p: &mut Problems, path: &str, pool: &ConnectionPoolSettings) {
     if pool.tcp.is_none() && pool.http.is_none() {
         p.error(path, "a connection pool needs tcp or http settings");
     }

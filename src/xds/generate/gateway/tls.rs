@@ -17,16 +17,22 @@ use crate::xds::pb::tls::{
     TlsCertificate,
 };
 
-/// The TLS a `SIMPLE`, `MUTUAL` or `OPTIONAL_MUTUAL` server terminates with: its
-/// credentials over SDS when it names some (`credentialName(s)`), else its files; with client
-/// certificates verified against the credential's CA (`NAME-cacert`) or `caCertificates`, and
-/// the server's `subjectAltNames`, `verifyCertificateSpki` and `verifyCertificateHash` (Istio's
-/// `BuildListenerTLSContext`). `ISTIO_MUTUAL` is the gateway's mesh certificate.
+/// The TLS a gateway server terminates: [`terminating`] for `SIMPLE`, `MUTUAL` and
+/// `OPTIONAL_MUTUAL`, the gateway's mesh certificate for `ISTIO_MUTUAL`.
 pub(super) fn tls_termination(server: &Server) -> Option<TransportSocket> {
     let tls = server.tls.as_ref()?;
     if tls.mode == Some(ServerTlsMode::IstioMutual) {
         return Some(mesh_tls::downstream(true));
     }
+    Some(terminating(tls))
+}
+
+/// The TLS a `SIMPLE`, `MUTUAL` or `OPTIONAL_MUTUAL` server (a gateway's, or a Sidecar's
+/// ingress listener's) terminates with: its credentials over SDS when it names some
+/// (`credentialName(s)`), else its files; with client certificates verified against the
+/// credential's CA (`NAME-cacert`) or `caCertificates`, and the server's `subjectAltNames`,
+/// `verifyCertificateSpki` and `verifyCertificateHash` (Istio's `BuildListenerTLSContext`).
+pub(in crate::xds::generate) fn terminating(tls: &ServerTlsSettings) -> TransportSocket {
     let credentials = credential_names(tls);
     let common = CommonTlsContext {
         validation_context_type: client_validation(tls, &credentials),
@@ -39,10 +45,10 @@ pub(super) fn tls_termination(server: &Server) -> Option<TransportSocket> {
         }),
         ..Default::default()
     };
-    Some(TransportSocket {
+    TransportSocket {
         name: "envoy.transport_sockets.tls".into(),
         config_type: Some(transport_socket::ConfigType::TypedConfig(any(&context))),
-    })
+    }
 }
 
 /// The server's certificates: its `credentials` over SDS, else its files.

@@ -1,6 +1,6 @@
 //! A Sidecar's egress listeners with ports (hosts imported on their port only, the listener
 //! without a port taking the other ports, `bind` and `captureMode: NONE`), and its ingress
-//! listeners.
+//! listeners (each to its endpoint, with its connection pool).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -164,4 +164,95 @@ fn ingress_listeners_are_the_inbound_side_each_to_its_default_endpoint() {
         })
         .collect();
     assert!(ports.contains(&9080) && ports.contains(&9091), "{ports:?}");
+}
+
+#[test]
+fn an_ingress_listener_s_connection_pool_and_the_inbound_one_shape_the_inbound_clusters() {
+    let s = snapshot_with(
+        "ingress:\n- port: {number: 9080, protocol: HTTP, name: http}\n  \
+           defaultEndpoint: 127.0.0.1:8080\n  \
+           connectionPool: {http: {http1MaxPendingRequests: 5, maxRequestsPerConnection: 2}}\n\
+         - port: {number: 9091, protocol: TCP}\n  defaultEndpoint: 127.0.0.1:9091\n\
+         inboundConnectionPool: {tcp: {maxConnections: 10, connectTimeout: 2s}}\n\
+         egress:\n- hosts: ['./*']\n",
+    );
+    let r = s.resources(&sidecar(), TypeUrl::Cluster, &BTreeSet::new());
+    let cluster = |name: &str| {
+        crate::xds::pb::cluster::Cluster::decode(r.get(name).unwrap().any().value.as_slice())
+            .unwrap()
+    };
+    let limits = |c: &crate::xds::pb::cluster::Cluster| {
+        let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
+        let v = |x: Option<crate::xds::pb::protobuf::UInt32Value>| x.map(|x| x.value);
+        (v(t.max_connections), v(t.max_pending_requests))
+    };
+    // The listener's own pool for its port (the inbound one does not add to it).
+    let http = cluster("inbound|9080||");
+    assert_eq!(limits(&http), (Some(u32::MAX), Some(5)));
+    let options = format!("{:?}", http.typed_extension_protocol_options);
+    assert!(options.contains("HttpProtocolOptions"), "{options}");
+    // The Sidecar's inbound pool for the other.
+    let tcp = cluster("inbound|9091||");
+    assert_eq!(limits(&tcp), (Some(10), Some(u32::MAX)));
+    assert_eq!(tcp.connect_timeout.map(|d| d.seconds), Some(2));
+    assert!(tcp.typed_extension_protocol_options.is_empty());
+}
+
+#[test]
+fn an_ingress_listener_s_tls_is_terminated_on_its_port_where_mesh_mtls_is_off() {
+    let s = snapshot_with(
+        "ingress:\n- port: {number: 8443, protocol: HTTPS, name: https}\n  \
+           defaultEndpoint: 127.0.0.1:8080\n  \
+           tls: {mode: SIMPLE, serverCertificate: /etc/certs/tls.crt, \
+           privateKey: /etc/certs/tls.key}\negress:\n- hosts: ['./*']\n",
+    );
+    let r = s.resources(&sidecar(), TypeUrl::Listener, &BTreeSet::new());
+    let inbound =
+        Listener::decode(r.get("virtualInbound").unwrap().any().value.as_slice()).unwrap();
+    let filters: Vec<&str> = inbound
+        .listener_filters
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(
+        filters,
+        [
+            "envoy.filters.listener.original_dst",
+            "envoy.filters.listener.tls_inspector"
+        ]
+    );
+    let chain = inbound
+        .filter_chains
+        .iter()
+        .find(|c| c.name == "inbound|8443||")
+        .expect("the port's chain");
+    let m = chain.filter_chain_match.as_ref().unwrap();
+    assert_eq!(m.transport_protocol, "tls");
+    let socket = format!("{:?}", chain.transport_socket);
+    assert!(socket.contains("envoy.transport_sockets.tls"), "{socket}");
+    let context = crate::xds::pb::tls::DownstreamTlsContext::decode(
+        match chain
+            .transport_socket
+            .as_ref()
+            .unwrap()
+            .config_type
+            .as_ref()
+            .unwrap()
+        {
+            crate::xds::pb::core::transport_socket::ConfigType::TypedConfig(any) => {
+                any.value.as_slice()
+            }
+        },
+    )
+    .unwrap();
+    let certificate = format!("{:?}", context.common_tls_context.unwrap().tls_certificates);
+    assert!(
+        certificate.contains("/etc/certs/tls.crt") && certificate.contains("/etc/certs/tls.key"),
+        "{certificate}"
+    );
+    // What TLS carried is HTTP: the chain's filter is a connection manager.
+    assert_eq!(
+        chain.filters[0].name,
+        "envoy.filters.network.http_connection_manager"
+    );
 }

@@ -287,6 +287,40 @@ fn peer_authentication_modes_shape_the_inbound_chains() {
 }
 
 #[test]
+fn an_ingress_listener_s_tls_yields_to_mesh_mtls_where_it_is_on() {
+    let files = "serverCertificate: /c.pem, privateKey: /k.pem";
+    let sidecar = ConfigSpec::Sidecar(
+        serde_saphyr::from_str(&format!(
+            "ingress:\n\
+             - port: {{number: 9080, protocol: HTTPS, name: https}}\n  \
+               defaultEndpoint: 127.0.0.1:8080\n  tls: {{mode: SIMPLE, {files}}}\n\
+             - port: {{number: 5432, protocol: TLS, name: tls}}\n  \
+               defaultEndpoint: 127.0.0.1:5433\n  tls: {{mode: SIMPLE, {files}}}\n"
+        ))
+        .unwrap(),
+    );
+    let snap = snapshot(&[
+        ("default", sidecar),
+        ("default", peers("{mtls: {mode: STRICT}}")),
+        (
+            "reviews",
+            peers(
+                "{selector: {matchLabels: {app: reviews}}, portLevelMtls: {5432: {mode: DISABLE}}}",
+            ),
+        ),
+    ]);
+    // 5432 (DISABLE): the listener's own TLS; 9080 (STRICT): mesh mTLS, as in Istio.
+    assert_eq!(
+        chains(&snap),
+        [
+            chain("inbound|5432||", "tls", 0, false),
+            chain("inbound|9080||-mtls", "tls", 0, true),
+            chain("virtualInbound-catchall-tcp-mtls", "tls", 0, true),
+        ]
+    );
+}
+
+#[test]
 fn inbound_http_behind_mtls_forwards_the_client_identity() {
     use crate::xds::pb::hcm::HttpConnectionManager;
     use crate::xds::pb::hcm::http_connection_manager::ForwardClientCertDetails;

@@ -64,7 +64,7 @@ workloadSelector: {labels: {}}
 ingress:
 - port: {number: 9080, protocol: HTTP, name: http}
   defaultEndpoint: 127.0.0.1:8080
-  tls: {mode: SIMPLE}
+  bind: 0.0.0.0
 inboundConnectionPool: {tcp: {maxConnections: 10}}
 egress:
 - port: {number: 3306, protocol: MYSQL, name: mysql}
@@ -80,10 +80,77 @@ outboundTrafficPolicy:
         &o,
         &[
             "spec.workloadSelector.labels",
-            "spec.ingress[0].tls",
-            "spec.inboundConnectionPool",
+            "spec.ingress[0].bind",
             "spec.outboundTrafficPolicy.egressProxy",
         ],
+    );
+}
+
+#[test]
+fn inbound_connection_pools_are_checked_as_a_destination_rule_s() {
+    let o = sc(r#"
+ingress:
+- port: {number: 9080, protocol: HTTP, name: http}
+  defaultEndpoint: 127.0.0.1:8080
+  connectionPool: {http: {http2MaxRequests: 0}}
+inboundConnectionPool: {}
+"#);
+    let errors: Vec<String> = validate(&o)
+        .into_iter()
+        .filter(|p| p.fatal)
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "error: spec.ingress[0].connectionPool.http.http2MaxRequests: must be at least 1",
+            "error: spec.inboundConnectionPool: a connection pool needs tcp or http settings",
+        ]
+    );
+}
+
+#[test]
+fn ingress_tls_terminates_with_files_on_a_tls_port_only() {
+    let errors = |tls: &str, protocol: &str| -> Vec<String> {
+        let o = sc(&format!(
+            "ingress:\n- port: {{number: 8443, protocol: {protocol}, name: p}}\n  \
+             defaultEndpoint: 127.0.0.1:8080\n  tls: {tls}\n"
+        ));
+        validate(&o)
+            .into_iter()
+            .filter(|p| p.fatal)
+            .map(|p| p.to_string())
+            .collect()
+    };
+    let files = "serverCertificate: /etc/certs/tls.crt, privateKey: /etc/certs/tls.key";
+    assert_eq!(
+        errors(&format!("{{mode: SIMPLE, {files}}}"), "HTTPS"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&format!("{{mode: SIMPLE, {files}}}"), "HTTP"),
+        ["error: spec.ingress[0].tls: TLS settings need an HTTPS or TLS port"]
+    );
+    assert_eq!(
+        errors("{mode: SIMPLE, credentialName: web}", "TLS"),
+        [
+            "error: spec.ingress[0].tls.credentialName: is not supported in a sidecar's ingress \
+             TLS (as in Istio)"
+        ]
+    );
+    assert_eq!(
+        errors("{mode: ISTIO_MUTUAL}", "TLS"),
+        [
+            "error: spec.ingress[0].tls.mode: ISTIO_MUTUAL cannot be a sidecar's ingress TLS: \
+             SIMPLE, MUTUAL or OPTIONAL_MUTUAL"
+        ]
+    );
+    assert_eq!(
+        errors(&format!("{{mode: MUTUAL, {files}}}"), "TLS"),
+        [
+            "error: spec.ingress[0].tls.caCertificates: MUTUAL and OPTIONAL_MUTUAL need the CA \
+             bundle that verifies client certificates"
+        ]
     );
 }
 
