@@ -22,9 +22,9 @@ pub struct Sidecar {
     #[serde(default)]
     pub egress: Vec<EgressListener>,
     /// The connection pool of the workload's inbound clusters (an ingress listener's own
-    /// wins for its port).
+    /// wins for its port). Boxed: inline, it made every configuration object larger.
     #[serde(default)]
-    pub inbound_connection_pool: Option<ConnectionPoolSettings>,
+    pub inbound_connection_pool: Option<Box<ConnectionPoolSettings>>,
     /// Traffic to unknown destinations: `ALLOW_ANY` (default) or `REGISTRY_ONLY`.
     #[serde(default)]
     pub outbound_traffic_policy: Option<OutboundTrafficPolicy>,

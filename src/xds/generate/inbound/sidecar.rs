@@ -64,7 +64,7 @@ pub(in crate::xds::generate) type Pool = Keyed<ConnectionPoolSettings>;
 
 /// Gives each of `ports` the pool `sidecar` sets for it, if any.
 pub(in crate::xds::generate) fn apply(ports: &mut Ports, sidecar: &Sidecar) {
-    let whole = sidecar.inbound_connection_pool.as_ref().map(Keyed::new);
+    let whole = sidecar.inbound_connection_pool.as_deref().map(Keyed::new);
     for (number, port) in ports.iter_mut() {
         let own = sidecar.ingress.iter().find_map(|l| {
             let listener_port = l.port.as_ref()?.number;
