@@ -217,7 +217,9 @@ impl Snapshot {
     /// - each service is stored under its own key;
     /// - port numbers and names are unique within a service;
     /// - every endpoint port refers to a port of its service and is not 0;
-    /// - endpoints of client-side balanced services have IP addresses;
+    /// - every endpoint has an address or else a network (one known only by its network is
+    ///   reached through that network's gateways);
+    /// - endpoints of client-side balanced services that have an address have an IP address;
     /// - weights are at least 1.
     pub fn validate(&self) -> Result<(), InvariantError> {
         self.services
@@ -257,7 +259,13 @@ impl Snapshot {
                     "endpoint {address} has port {port}, which is not a port of the service"
                 ));
             }
-            if svc.resolution == Resolution::ClientSideLb && ep.endpoint.ip().is_none() {
+            if ep.endpoint.network_only() && ep.endpoint.network.is_empty() {
+                return fail("an endpoint has neither an address nor a network".into());
+            }
+            if svc.resolution == Resolution::ClientSideLb
+                && !ep.endpoint.network_only()
+                && ep.endpoint.ip().is_none()
+            {
                 return fail(format!("endpoint {address:?} is not an IP address"));
             }
             if ep.endpoint.weight == 0 {

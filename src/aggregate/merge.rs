@@ -121,7 +121,10 @@ pub fn merge(
             }
         }
         for ep in SharedEndpoint::all(&reg.endpoints) {
-            if service.resolution == Resolution::ClientSideLb && ep.ip().is_none() {
+            if service.resolution == Resolution::ClientSideLb
+                && !ep.network_only()
+                && ep.ip().is_none()
+            {
                 conflict(
                     format!("endpoints[{}]", ep.address),
                     first_id,
@@ -152,14 +155,23 @@ pub fn merge(
 
 /// `endpoints` without those whose address and resolved ports an earlier one has: an endpoint
 /// reported identically by two registries is kept once, from the one with precedence, and the
-/// order is otherwise kept. One set of what was kept, not a scan of the list per endpoint,
-/// which made a service of n endpoints cost n² (25 million comparisons at 5,000).
+/// order is otherwise kept. An endpoint without an address (known only by its network) has
+/// no address to tell it by: it is a repeat only of one equal in every field. One set of what
+/// was kept, not a scan of the list per endpoint, which made a service of n endpoints cost n²
+/// (25 million comparisons at 5,000).
 fn without_repeats(endpoints: Vec<EndpointView>) -> Vec<EndpointView> {
     let keep: Vec<bool> = {
         let mut seen = HashSet::with_capacity(endpoints.len());
+        let mut remote = HashSet::new();
         endpoints
             .iter()
-            .map(|e| seen.insert((&*e.endpoint.address, &e.ports)))
+            .map(|e| {
+                if e.endpoint.network_only() {
+                    remote.insert((&*e.endpoint, &e.ports))
+                } else {
+                    seen.insert((&*e.endpoint.address, &e.ports))
+                }
+            })
             .collect()
     };
     if keep.iter().all(|k| *k) {
@@ -379,5 +391,28 @@ mod tests {
         let (m, _) = merge(&key(), &[(&a, &r), (&b, &r)]);
         assert_eq!(m.endpoints.len(), 1);
         assert_eq!(m.endpoints[0].registry, a);
+    }
+
+    #[test]
+    fn endpoints_known_only_by_their_network_are_repeats_only_when_equal() {
+        let (a, b) = (RegistryId::new("A"), RegistryId::new("B"));
+        let on = |network: &str| {
+            let mut e = Endpoint::new("");
+            e.network = network.into();
+            e
+        };
+        let r = Registration::new(
+            svc(&[("http", 80, Protocol::Http)]),
+            vec![on("net2"), on("net3"), Endpoint::new("10.0.0.1")],
+        );
+        // A client-side service keeps them (they have no address to be an IP), once each.
+        let (m, conflicts) = merge(&key(), &[(&a, &r), (&b, &r)]);
+        assert!(conflicts.is_empty(), "{conflicts:?}");
+        let kept: Vec<(&str, &str)> = m
+            .endpoints
+            .iter()
+            .map(|e| (&*e.endpoint.address, &*e.endpoint.network))
+            .collect();
+        assert_eq!(kept, [("", "net2"), ("", "net3"), ("10.0.0.1", "")]);
     }
 }

@@ -271,13 +271,24 @@ pub(crate) async fn discovery_in_pod_a(
     files: &std::path::Path,
     args: &[&str],
 ) -> Wayfinder {
+    discovery_in_pod_a_at(a, tools, files, "10.1.1.5:15010", args).await
+}
+
+/// [`discovery_in_pod_a`] with its plaintext ADS port at `grpc`: a second control plane there.
+pub(crate) async fn discovery_in_pod_a_at(
+    a: &Netns,
+    tools: &Tools,
+    files: &std::path::Path,
+    grpc: &str,
+    args: &[&str],
+) -> Wayfinder {
     let f = files.display().to_string();
     let mut all = vec!["--registries", "File", "--file-registry", &f];
     all.extend_from_slice(&["--debounce-after", "10ms"]);
     all.extend_from_slice(args);
     let mut discovery = a.command(path());
     discovery.env("PATH", tools.path_with_netfilter());
-    Wayfinder::start_in(discovery, "10.1.1.5:15010", &all).await
+    Wayfinder::start_in(discovery, grpc, &all).await
 }
 
 #[tokio::test]

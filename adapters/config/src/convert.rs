@@ -14,9 +14,10 @@
 //! Before mapping, an object meets the rules of Istio's CRDs (`checks`), which the API server
 //! enforces for istiod, with their messages. A ServiceEntry's address may be a CIDR range (for
 //! `NONE` and `STATIC` resolution): a `/32` or `/128` is one address, a wider one an address
-//! range of the service. A WorkloadEntry that names a `network` may have no address (Istio
-//! reaches it through that network's gateway): it is valid, and is no endpoint of any service
-//! here yet (the server's network-aware endpoints count only endpoints with addresses).
+//! range of the service. A WorkloadEntry (or inline endpoint) that names a `network` may have
+//! no address: as in Istio it is an endpoint with an empty address
+//! ([`Endpoint::network_only`]), which proxies on other networks reach through that network's
+//! gateways and nothing reaches directly (the server's network-aware endpoints).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -61,8 +62,6 @@ pub(crate) struct Workload {
     pub(crate) namespace: Arc<str>,
     /// The endpoint; its labels are the ones selectors match.
     pub(crate) endpoint: Endpoint,
-    /// False for an entry with only a network and no address: no selector picks it.
-    pub(crate) reachable: bool,
 }
 
 /// Why an object (or a service composed of several) is refused: where, which object, which
@@ -135,13 +134,7 @@ pub(crate) fn service_entry(
         export_to: ExportTo(spec.export_to.iter().map(|s| s.as_str().into()).collect()),
         ..Service::default()
     };
-    // Inline endpoints without an address (only a network) are not reachable here.
-    let inline: Vec<Endpoint> = spec
-        .endpoints
-        .iter()
-        .filter(|e| !e.address.is_empty())
-        .map(endpoint)
-        .collect();
+    let inline: Vec<Endpoint> = spec.endpoints.iter().map(endpoint).collect();
     let dns = matches!(resolution, Resolution::Dns | Resolution::DnsRoundRobin);
     let mut registrations = Vec::with_capacity(spec.hosts.len());
     for (i, host) in spec.hosts.iter().enumerate() {
@@ -201,7 +194,6 @@ pub(crate) fn workload_entry(
         origin: origin.clone(),
         name,
         namespace: namespace.into(),
-        reachable: !object.spec.address.is_empty(),
         endpoint,
     })
 }

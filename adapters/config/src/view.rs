@@ -135,7 +135,7 @@ pub(crate) fn diff(old: &View, new: &View) -> Option<Event> {
 fn select<'a>(workloads: &[&'a Workload], namespace: &str, selector: &Labels) -> Vec<&'a Workload> {
     workloads
         .iter()
-        .filter(|w| &*w.namespace == namespace && w.reachable)
+        .filter(|w| &*w.namespace == namespace)
         .filter(|w| {
             selector
                 .iter()
@@ -203,7 +203,10 @@ impl<'a> Merging<'a> {
     }
 
     fn add_endpoint(&mut self, endpoint: &Endpoint, origin: &Origin) {
-        if self.service.resolution == Resolution::ClientSideLb && endpoint.ip().is_none() {
+        if self.service.resolution == Resolution::ClientSideLb
+            && !endpoint.network_only()
+            && endpoint.ip().is_none()
+        {
             tracing::warn!(
                 service = %self.service.key(),
                 "{origin}: endpoint {:?} is not an IP address and the service is resolved \

@@ -15,7 +15,9 @@ use crate::service::{Labels, Port};
 /// endpoint before the service that owns it, and names survive a change of port number.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Endpoint {
-    /// IP address, or a DNS name for services resolved by DNS.
+    /// IP address, or a DNS name for services resolved by DNS; empty for an endpoint known
+    /// only by its network (see [`Endpoint::network_only`]), shown as `null`.
+    #[serde(serialize_with = "address_or_null")]
     pub address: Arc<str>,
     /// Port the workload listens on, per service port name. A service port missing here is
     /// served on that port's `target_port`, or else its number (see [`Endpoint::port_for`]).
@@ -77,6 +79,23 @@ impl Endpoint {
     /// The address as an IP, when it is one.
     pub fn ip(&self) -> Option<IpAddr> {
         self.address.parse().ok()
+    }
+
+    /// True for an endpoint with no address, only a `network`: Istio's WorkloadEntry that
+    /// names a network and no address, reached through that network's gateways. Nothing
+    /// can connect to it directly; it counts only towards the weight of its network's
+    /// gateways for proxies on other networks.
+    pub fn network_only(&self) -> bool {
+        self.address.is_empty()
+    }
+}
+
+/// An empty address (an endpoint known only by its network) as `null`.
+fn address_or_null<S: serde::Serializer>(address: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    if address.is_empty() {
+        s.serialize_none()
+    } else {
+        s.serialize_str(address)
     }
 }
 

@@ -62,9 +62,9 @@ impl Registration {
         self.service.key()
     }
 
-    /// The same registration with endpoints in canonical order (by address, then ports), so
-    /// that two reports that differ only in order compare equal. Registries such as Consul
-    /// return instances in no particular order.
+    /// The same registration with endpoints in canonical order (by address, then ports,
+    /// cluster and network), so that two reports that differ only in order compare equal.
+    /// Registries such as Consul return instances in no particular order.
     pub fn normalized(self) -> Self {
         let sorted = self
             .endpoints
@@ -90,8 +90,15 @@ impl Item for Registration {
     }
 }
 
+/// By address, then ports and cluster; then network, which tells apart endpoints known only
+/// by their network (no address).
 fn endpoint_order(a: &Endpoint, b: &Endpoint) -> std::cmp::Ordering {
-    (&a.address, &a.ports, &a.cluster_id).cmp(&(&b.address, &b.ports, &b.cluster_id))
+    (&a.address, &a.ports, &a.cluster_id, &a.network).cmp(&(
+        &b.address,
+        &b.ports,
+        &b.cluster_id,
+        &b.network,
+    ))
 }
 
 /// What a source reports: for a registry (`Event`, `T` = [`Registration`]) its services, for a

@@ -21,7 +21,8 @@ pub struct ValidationError {
 impl Registration {
     /// Checks the rules every registration must meet: a valid hostname and namespace, ports
     /// unique by name and number and never 0, endpoints with an address (an IP address when the
-    /// service is resolved client-side), non-zero ports and a weight of at least 1.
+    /// service is resolved client-side) or else a network (see [`crate::Endpoint::network_only`]),
+    /// non-zero ports and a weight of at least 1.
     ///
     /// The aggregate runs this on every registration a registry sends and refuses the ones
     /// that fail, keeping that service's last good state; adapters may run it earlier to report
@@ -67,13 +68,16 @@ impl Registration {
             }
         }
         for (i, ep) in self.endpoints.iter().enumerate() {
-            if ep.address.is_empty() {
+            if ep.network_only() && ep.network.is_empty() {
                 return fail(
                     format!("endpoints[{i}].address"),
-                    "must not be empty".into(),
+                    "must not be empty unless the endpoint names a network".into(),
                 );
             }
-            if service.resolution == Resolution::ClientSideLb && ep.ip().is_none() {
+            if service.resolution == Resolution::ClientSideLb
+                && !ep.network_only()
+                && ep.ip().is_none()
+            {
                 return fail(
                     format!("endpoints[{i}].address"),
                     format!(
@@ -178,6 +182,24 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(err.field, "hostname");
+    }
+
+    #[test]
+    fn an_endpoint_without_an_address_must_name_a_network() {
+        let svc = Service::new("a.example.com", "default");
+        let err = reg(svc.clone(), vec![Endpoint::new("")])
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.field, "endpoints[0].address");
+        assert!(
+            err.message.contains("unless the endpoint names a network"),
+            "{err}"
+        );
+        let mut remote = Endpoint::new("");
+        remote.network = "net2".into();
+        assert!(remote.network_only());
+        // Client-side resolution needs IP addresses, but such an endpoint has none to give.
+        assert_eq!(reg(svc, vec![remote]).validate(), Ok(()));
     }
 
     #[test]

@@ -197,20 +197,22 @@ fn one(
                 eds_config: ads(),
                 service_name: name.clone(),
             });
+            // Endpoints on a network with gateways make the assignment depend on the
+            // proxy's network, as locality load balancing makes it depend on its place; only
+            // such an assignment carries the endpoints known by their network alone.
+            let networks = network::view(&up.mesh.networks, svc, port.number);
             let (assignment, members) = endpoint::grouped(
                 &name,
                 svc,
                 port.number,
                 endpoint::Include::All(peers),
                 labels,
+                networks.is_some(),
             );
             let plan = locality::plan(
                 policy.locality().or(up.mesh.locality_lb.as_ref()),
                 policy.has_outlier_detection(),
             );
-            // Endpoints on a network with gateways make the assignment depend on the
-            // proxy's network, as locality load balancing makes it depend on its place.
-            let networks = network::view(&up.mesh.networks, svc, port.number);
             cla = Some(match (plan, networks) {
                 (None, None) => Assignment::Shared(Resource::encode(name.as_str(), &assignment)),
                 (plan, networks) => {

@@ -6,6 +6,7 @@ use wayfinder_config::MtlsMode;
 use wayfinder_registry::{Health, Locality};
 
 use super::mesh_tls::{SOCKET_MATCH, TLS_MODE_ISTIO, TLS_MODE_KEY, TLS_MODE_LABEL};
+use super::network;
 use super::proto::{socket_address, u32_value};
 use crate::snapshot::{MergedService, TrafficConfig};
 use crate::xds::pb::core::{self, HealthStatus, Metadata};
@@ -77,6 +78,8 @@ pub(super) fn istio_tls_mode() -> Metadata {
 
 /// The endpoints of `svc` that serve `port` (and carry every label of `subset`), grouped by locality (in locality order, so equal
 /// content encodes equally). A locality's weight is the sum of its endpoints' weights.
+/// Endpoints without an address (known only by their network) are left out: nothing can
+/// connect to them directly.
 pub(super) fn load_assignment(
     name: &str,
     svc: &MergedService,
@@ -84,17 +87,21 @@ pub(super) fn load_assignment(
     include: Include<'_>,
     subset: Option<&BTreeMap<String, String>>,
 ) -> ClusterLoadAssignment {
-    grouped(name, svc, port, include, subset).0
+    grouped(name, svc, port, include, subset, false).0
 }
 
 /// [`load_assignment`], and the endpoints of each of its groups, in order (what locality load
-/// balancing compares with the proxy: see `locality`).
+/// balancing compares with the proxy: see `locality`). With `network_only`, the endpoints
+/// known only by their network are in it too, marked for `network::View::apply`, which
+/// replaces or removes every one of them: only an assignment made per proxy network may
+/// carry them.
 pub(super) fn grouped<'a>(
     name: &str,
     svc: &'a MergedService,
     port: u16,
     include: Include<'_>,
     subset: Option<&BTreeMap<String, String>>,
+    network_only: bool,
 ) -> (
     ClusterLoadAssignment,
     Vec<Vec<&'a wayfinder_registry::Endpoint>>,
@@ -107,6 +114,9 @@ pub(super) fn grouped<'a>(
         };
         let ep = &view.endpoint;
         if matches!(include, Include::Healthy) && ep.health != Health::Healthy {
+            continue;
+        }
+        if ep.network_only() && !network_only {
             continue;
         }
         let in_subset = |labels: &BTreeMap<String, String>| {
@@ -128,7 +138,7 @@ pub(super) fn grouped<'a>(
             Health::Unhealthy => HealthStatus::Unhealthy,
             Health::Draining => HealthStatus::Draining,
         };
-        let lb_endpoint = LbEndpoint {
+        let mut lb_endpoint = LbEndpoint {
             host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
                 address: socket_address(&ep.address, endpoint_port),
                 ..Default::default()
@@ -137,6 +147,9 @@ pub(super) fn grouped<'a>(
             load_balancing_weight: u32_value(ep.weight),
             metadata,
         };
+        if ep.network_only() {
+            network::mark(&mut lb_endpoint, &ep.network);
+        }
         by_locality
             .entry(&ep.locality)
             .or_default()

@@ -226,7 +226,17 @@ impl Localized {
         }
         if let Some(view) = &self.network {
             view.apply(&mut cla, &place.network);
+            // Groups the network emptied are gone: their priorities leave no gap.
+            compact(&mut cla);
         }
+        debug_assert!(
+            cla.endpoints
+                .iter()
+                .flat_map(|g| &g.lb_endpoints)
+                .all(|lb| super::network::marked(lb).is_none()),
+            "an endpoint known only by its network left in {}",
+            self.name
+        );
         Resource::encode(self.name.clone(), &cla)
     }
 }

@@ -10,6 +10,13 @@
 //! the SNI of mTLS), and only healthy ones count: each of their network's gateways takes
 //! their summed weight in their locality, as one endpoint marked for mesh mTLS.
 //!
+//! An endpoint known only by its network (Istio's WorkloadEntry with a `network` and no
+//! address) is, as in Istio's filter, counted towards its network's gateways for proxies on
+//! other networks, under the same rules, and left out everywhere else: on its own network
+//! and when its network has no gateways, nothing could connect to it. It is in an assignment
+//! only as the base of a per-network one ([`mark`]ed, without an address), and [`View::apply`]
+//! replaces or removes every such endpoint, so none reaches a proxy.
+//!
 //! Such an assignment depends on the proxy's network, so it is made per proxy place (see
 //! `locality`), and only for clusters with endpoints on a network with gateways.
 
@@ -24,6 +31,7 @@ use super::proto::{socket_address, u32_value};
 use crate::snapshot::MergedService;
 use crate::xds::pb::core::{HealthStatus, address, socket_address};
 use crate::xds::pb::endpoint::{ClusterLoadAssignment, Endpoint, LbEndpoint, lb_endpoint};
+use crate::xds::pb::protobuf::{Struct, Value, value};
 
 /// The networks of one cluster's endpoints, and the gateways of those networks.
 #[derive(Debug)]
@@ -48,6 +56,13 @@ pub(super) fn view(networks: &MeshNetworks, svc: &MergedService, port: u16) -> O
             continue;
         };
         let ep = &v.endpoint;
+        if ep.network_only() {
+            // Its network is its own (validation requires one); `mark` carries it.
+            if let Some(g) = all.get(&*ep.network) {
+                gateways.insert(ep.network.clone(), g.clone());
+            }
+            continue;
+        }
         let network: Arc<str> = if ep.network.is_empty() {
             match networks.network_of(&ep.address, v.registry.as_str()) {
                 Some(n) => n.into(),
@@ -74,12 +89,18 @@ impl View {
         for group in &mut cla.endpoints {
             let mut remote: BTreeMap<&Arc<str>, u32> = BTreeMap::new();
             group.lb_endpoints.retain(|lb| {
-                let Some(net) = self.network_of_endpoint(lb) else {
-                    return true;
+                let net = match marked(lb) {
+                    // Known only by its network: through another network's gateways, or
+                    // not at all.
+                    Some(net) => match self.gateways.get_key_value(net) {
+                        Some((net, _)) if &**net != network => net,
+                        _ => return false,
+                    },
+                    None => match self.network_of_endpoint(lb) {
+                        Some(net) if &**net != network && self.gateways.contains_key(net) => net,
+                        _ => return true,
+                    },
                 };
-                if &**net == network || !self.gateways.contains_key(net) {
-                    return true;
-                }
                 let healthy = lb.health_status != HealthStatus::Unhealthy as i32
                     && lb.health_status != HealthStatus::Draining as i32;
                 if speaks_mtls(lb) && healthy {
@@ -120,6 +141,49 @@ impl View {
             return None;
         };
         self.network_of.get(&(s.address.clone(), port))
+    }
+}
+
+/// The metadata key under which an endpoint known only by its network carries it, while it
+/// is in a base assignment (never in one a proxy receives).
+const NETWORK_ONLY: &str = "wayfinder.network_only";
+const NETWORK_KEY: &str = "network";
+
+/// Makes `lb` the entry of an endpoint known only by `network`: no address, and its network
+/// in its metadata, for [`View::apply`] to find.
+pub(super) fn mark(lb: &mut LbEndpoint, network: &str) {
+    lb.host_identifier = Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint::default()));
+    let fields = [(
+        NETWORK_KEY.to_string(),
+        Value {
+            kind: Some(value::Kind::StringValue(network.into())),
+        },
+    )];
+    lb.metadata
+        .get_or_insert_with(Default::default)
+        .filter_metadata
+        .insert(
+            NETWORK_ONLY.into(),
+            Struct {
+                fields: fields.into(),
+            },
+        );
+}
+
+/// The network of an endpoint [`mark`]ed as known only by it.
+pub(super) fn marked(lb: &LbEndpoint) -> Option<&str> {
+    match lb
+        .metadata
+        .as_ref()?
+        .filter_metadata
+        .get(NETWORK_ONLY)?
+        .fields
+        .get(NETWORK_KEY)?
+        .kind
+        .as_ref()?
+    {
+        value::Kind::StringValue(network) => Some(network),
+        _ => None,
     }
 }
 

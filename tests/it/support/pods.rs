@@ -22,6 +22,26 @@ const TOKENS: &str = "pod-a-token-000000001 default sleep\npod-b-token-000000001
                       other-token-000000001 default other\n";
 /// Pod A's SPIFFE id.
 pub(crate) const SLEEP: &str = "spiffe://cluster.local/ns/default/sa/sleep";
+/// The control plane's secure port, on pod A's address, where agents connect.
+const DISCOVERY: &str = "10.1.1.5:15012";
+
+/// Where an agent runs besides its pod: its control plane's secure address, and its status
+/// and Envoy admin ports (none: the defaults; others for a second agent in one network
+/// namespace).
+#[derive(Clone, Copy)]
+pub(crate) struct At<'a> {
+    pub(crate) discovery: &'a str,
+    pub(crate) ports: &'a [(u16, u16)],
+}
+
+impl Default for At<'_> {
+    fn default() -> Self {
+        Self {
+            discovery: DISCOVERY,
+            ports: &[],
+        }
+    }
+}
 
 /// The ServiceEntry `reviews` (address 10.96.0.5, HTTP port 80) with pod B's workload as its
 /// endpoint, running as the service account `reviews`: as in Istio, a workload entry with a
@@ -107,11 +127,10 @@ pub(crate) async fn mesh_agent(
     env: &[(&str, &str)],
     token_file: &Path,
 ) -> Agent {
-    mesh_agent_at(netns, mesh, role, pod, env, token_file, &[]).await
+    mesh_agent_at(netns, mesh, role, pod, env, token_file, At::default()).await
 }
 
-/// [`mesh_agent`] with the agent's `ports` (its status and Envoy admin ports) besides the
-/// defaults, for a second agent in one network namespace.
+/// [`mesh_agent`] where `at` says: another control plane, or other ports.
 pub(crate) async fn mesh_agent_at(
     netns: &Netns,
     mesh: &Mesh,
@@ -119,7 +138,7 @@ pub(crate) async fn mesh_agent_at(
     (pod, ip, sa): (&str, &str, &str),
     env: &[(&str, &str)],
     token_file: &Path,
-    ports: &[(u16, u16)],
+    At { discovery, ports }: At<'_>,
 ) -> Agent {
     let pod_dir = mesh.dir.path().join(pod);
     std::fs::create_dir_all(&pod_dir).unwrap();
@@ -137,7 +156,7 @@ pub(crate) async fn mesh_agent_at(
         "--binary-path",
         &envoy,
         "--discovery-address",
-        "10.1.1.5:15012",
+        discovery,
         "--control-plane-auth-policy",
         "MUTUAL_TLS",
         "--ca-root-cert",
@@ -250,15 +269,22 @@ impl Mesh {
 
     /// Pod B's sidecar, as `reviews`, labelled `app: reviews`.
     pub(crate) async fn sidecar_b(&self) -> Agent {
+        self.sidecar_b_with(&[], At::default()).await
+    }
+
+    /// [`Mesh::sidecar_b`] with `env` besides, where `at` says.
+    pub(crate) async fn sidecar_b_with(&self, env: &[(&str, &str)], at: At<'_>) -> Agent {
         let token = self.token("b");
-        let labels = [("ISTIO_METAJSON_LABELS", r#"{"app": "reviews"}"#)];
-        mesh_agent(
+        let mut all_env = vec![("ISTIO_METAJSON_LABELS", r#"{"app": "reviews"}"#)];
+        all_env.extend_from_slice(env);
+        mesh_agent_at(
             &self.b,
             self,
             "sidecar",
             ("pod-b", "10.1.1.6", "reviews"),
-            &labels,
+            &all_env,
             &token,
+            at,
         )
         .await
     }

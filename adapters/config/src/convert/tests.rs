@@ -440,11 +440,33 @@ fn workload_entries_map_to_endpoints() {
 }
 
 #[test]
-fn a_workload_entry_with_only_a_network_is_valid_and_no_selector_picks_it() {
-    let text = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: vm}\nspec:\n  hosts: [vm.example.com]\n  resolution: STATIC\n  workloadSelector: {labels: {app: vm}}\n---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: remote}\nspec: {network: east, labels: {app: vm}}\n---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: local}\nspec: {address: 10.0.0.9, labels: {app: vm}}\n";
+fn a_workload_entry_with_only_a_network_is_an_endpoint_without_an_address() {
+    let text = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: vm}\nspec:\n  hosts: [vm.example.com]\n  resolution: STATIC\n  workloadSelector: {labels: {app: vm}}\n---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: remote}\nspec: {network: east, labels: {app: vm}, serviceAccount: vm, weight: 3}\n---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: local}\nspec: {address: 10.0.0.9, labels: {app: vm}}\n";
     let reg = only(text);
-    let addresses: Vec<&str> = reg.endpoints.iter().map(|e| &*e.address).collect();
-    assert_eq!(addresses, ["10.0.0.9"]);
+    let endpoints: Vec<(&str, &str, u32)> = reg
+        .endpoints
+        .iter()
+        .map(|e| (&*e.address, &*e.network, e.weight))
+        .collect();
+    assert_eq!(endpoints, [("", "east", 3), ("10.0.0.9", "", 1)]);
+    assert!(reg.endpoints[0].network_only());
+    // Its service account makes it a mesh workload, as with an address.
+    assert_eq!(
+        reg.endpoints[0]
+            .labels
+            .get(crate::TLS_MODE_LABEL)
+            .map(|v| &**v),
+        Some("istio")
+    );
+    // So is an inline endpoint with only a network.
+    let inline = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: vm}\nspec:\n  hosts: [vm.example.com]\n  resolution: STATIC\n  endpoints: [{network: east}, {address: 10.0.0.9}]\n";
+    let reg = only(inline);
+    let networks: Vec<(&str, &str)> = reg
+        .endpoints
+        .iter()
+        .map(|e| (&*e.address, &*e.network))
+        .collect();
+    assert_eq!(networks, [("", "east"), ("10.0.0.9", "")]);
     for (spec, why) in [
         (
             "{address: 'unix:///dir/'}",

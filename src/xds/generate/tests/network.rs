@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use prost::Message;
-use wayfinder_config::mesh_networks;
-use wayfinder_registry::{Endpoint, Protocol, Registration, RegistryId, Service};
+use wayfinder_config::{ConfigMeta, ConfigObject, ConfigSpec, mesh_networks};
+use wayfinder_registry::{Endpoint, Health, Locality, Protocol, Registration, RegistryId, Service};
 
 use crate::aggregate::snapshot_with_config;
 use crate::xds::fixtures::{DOMAIN, sidecar};
@@ -64,11 +64,16 @@ fn on(network: &str) -> Proxy {
     proxy
 }
 
-/// The assignment's endpoints as `address:port weight`, sorted.
-fn endpoints(s: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
+/// The assignment a proxy gets.
+fn assignment(s: &XdsSnapshot, proxy: &Proxy) -> ClusterLoadAssignment {
     let resources = s.resources(proxy, TypeUrl::Endpoint, &BTreeSet::new());
-    let cla = ClusterLoadAssignment::decode(resources.get(REVIEWS).unwrap().any().value.as_slice())
-        .unwrap();
+    ClusterLoadAssignment::decode(resources.get(REVIEWS).unwrap().any().value.as_slice()).unwrap()
+}
+
+/// The assignment's endpoints as `address:port weight`, sorted; every one has an address
+/// (Envoy refuses an endpoint without one).
+fn endpoints(s: &XdsSnapshot, proxy: &Proxy) -> Vec<String> {
+    let cla = assignment(s, proxy);
     let mut out: Vec<String> = cla
         .endpoints
         .iter()
@@ -131,4 +136,152 @@ fn without_gateways_every_endpoint_is_reached_directly_and_shared() {
         a.get(REVIEWS).unwrap(),
         b.get(REVIEWS).unwrap()
     ));
+}
+
+/// A meshed endpoint of `reviews` known only by `network` (Istio's WorkloadEntry with a
+/// network and no address), of `weight`.
+fn remote(network: &str, weight: u32) -> Endpoint {
+    let mut e = Endpoint::new("")
+        .with_label("app", "reviews")
+        .with_label("security.istio.io/tlsMode", "istio");
+    e.network = network.into();
+    e.weight = weight;
+    e
+}
+
+/// A meshed endpoint of `reviews` at `ip` on `network`.
+fn local(ip: &str, network: &str) -> Endpoint {
+    let mut e = Endpoint::new(ip)
+        .with_label("app", "reviews")
+        .with_label("security.istio.io/tlsMode", "istio");
+    e.network = network.into();
+    e
+}
+
+/// `reviews` with `endpoints` and `config` (DestinationRules), in a mesh where `net2` has one
+/// gateway and `net1` and `net3` none.
+fn mesh_of(endpoints: Vec<Endpoint>, config: Vec<ConfigObject>) -> XdsSnapshot {
+    let mut reviews = Service::new("reviews.default.svc.cluster.local", "default").with_port(
+        "http",
+        9080,
+        Protocol::Http,
+    );
+    reviews.addresses = vec![[10, 96, 0, 1].into()];
+    let registrations = vec![Registration::new(reviews, endpoints)];
+    let model =
+        snapshot_with_config(vec![(RegistryId::new("Mock"), registrations)], config).unwrap();
+    let networks = mesh_networks::parse(
+        "networks:\n  net1: {}\n  net2:\n    gateways: [{address: 192.0.2.10, port: 15443}]\n  \
+         net3: {}\n",
+    )
+    .unwrap();
+    let mesh = MeshSettings {
+        networks: Arc::new(networks),
+        ..Default::default()
+    };
+    XdsSnapshot::new(Arc::new(model), DOMAIN).with_mesh(mesh)
+}
+
+#[test]
+fn an_endpoint_known_only_by_its_network_is_reached_through_its_gateway_from_other_networks() {
+    let mut plaintext = remote("net2", 5);
+    plaintext.labels.remove("security.istio.io/tlsMode");
+    let mut unhealthy = remote("net2", 7);
+    unhealthy.health = Health::Unhealthy;
+    let s = mesh_of(
+        vec![
+            local("10.0.0.1", "net1"),
+            remote("net2", 3),
+            // Neither counts: the gateway routes mTLS only, and traffic goes to healthy ones.
+            plaintext,
+            unhealthy,
+            // Its network has no gateways: nothing reaches it.
+            remote("net3", 11),
+        ],
+        Vec::new(),
+    );
+    // From net1 and net3 (and from no network): net2's gateway, with the weight of net2's
+    // meshed, healthy endpoint, beside net1's own endpoint.
+    for network in ["net1", "net3", ""] {
+        assert_eq!(
+            endpoints(&s, &on(network)),
+            ["10.0.0.1:9080 1", "192.0.2.10:15443 3"],
+            "{network:?}"
+        );
+    }
+    // On net2, its own endpoints have no address to reach them by: left out.
+    assert_eq!(endpoints(&s, &on("net2")), ["10.0.0.1:9080 1"]);
+}
+
+#[test]
+fn an_endpoint_known_only_by_a_network_without_gateways_is_no_endpoint_anywhere() {
+    // Without any gateway, one assignment for every proxy, without it.
+    let endpoints_of = |s: &XdsSnapshot| {
+        ["net1", "net2", "net3"]
+            .map(|network| endpoints(s, &on(network)))
+            .to_vec()
+    };
+    let none = mesh_of(
+        vec![local("10.0.0.1", "net1"), remote("net2", 3)],
+        Vec::new(),
+    )
+    .with_mesh(MeshSettings::default());
+    assert_eq!(endpoints_of(&none), vec![vec!["10.0.0.1:9080 1"]; 3]);
+    // With gateways for net2 only, an endpoint on net3 alone is the same.
+    let s = mesh_of(
+        vec![local("10.0.0.1", "net1"), remote("net3", 3)],
+        Vec::new(),
+    );
+    assert_eq!(endpoints_of(&s), vec![vec!["10.0.0.1:9080 1"]; 3]);
+    let a = s.resources(&on("net1"), TypeUrl::Endpoint, &BTreeSet::new());
+    let b = s.resources(&on("net3"), TypeUrl::Endpoint, &BTreeSet::new());
+    assert!(Arc::ptr_eq(
+        a.get(REVIEWS).unwrap(),
+        b.get(REVIEWS).unwrap()
+    ));
+    // A service whose only endpoint is such an entry has none.
+    let s = mesh_of(vec![remote("net3", 3)], Vec::new());
+    assert!(assignment(&s, &on("net1")).endpoints.is_empty());
+}
+
+#[test]
+fn failover_priorities_have_no_gap_where_an_endpoint_known_only_by_its_network_was() {
+    let mut near = remote("net2", 2);
+    near.locality = Locality::parse("r/z1");
+    // Not the proxy's own address (10.0.0.1), whose locality would be the proxy's.
+    let mut far = local("10.0.0.2", "net1");
+    far.locality = Locality::parse("r/z2");
+    let rule = ConfigObject {
+        meta: ConfigMeta {
+            name: "reviews".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        },
+        spec: ConfigSpec::DestinationRule(Box::new(
+            serde_saphyr::from_str(
+                "{host: reviews, trafficPolicy: {outlierDetection: {consecutive5xxErrors: 3}}}",
+            )
+            .unwrap(),
+        )),
+    };
+    let s = mesh_of(vec![near, far], vec![rule]);
+    let groups = |network: &str| -> Vec<(String, u32, usize)> {
+        let mut proxy = on(network);
+        proxy.locality = "r/z1".into();
+        assignment(&s, &proxy)
+            .endpoints
+            .iter()
+            .map(|g| {
+                let zone = g.locality.clone().unwrap_or_default().zone;
+                (zone, g.priority, g.lb_endpoints.len())
+            })
+            .collect()
+    };
+    // From net1: net2's gateway in the proxy's zone first, then net1's endpoint.
+    assert_eq!(
+        groups("net1"),
+        [("z1".to_string(), 0, 1), ("z2".to_string(), 1, 1)]
+    );
+    // On net2, the proxy's zone had only its own network's entry: the next zone is first.
+    assert_eq!(groups("net2"), [("z2".to_string(), 0, 1)]);
 }
