@@ -13,7 +13,7 @@ use super::held::Holding;
 use super::state::now;
 use super::status::TypeStatus;
 use super::{AdsServer, lock};
-use crate::xds::generate::XdsSnapshot;
+use crate::xds::generate::Resources;
 use crate::xds::proxy::Proxy;
 use crate::xds::{PerType, TypeUrl, json};
 
@@ -126,10 +126,7 @@ impl AdsServer {
                 })
                 .collect();
             dump[type_name(type_url)] = Value::Array(resources);
-            sync_section.insert(
-                type_url.short().to_string(),
-                sync(&status, &snap, &conn.proxy, type_url, at),
-            );
+            sync_section.insert(type_url.short().to_string(), sync(&status, &all, at));
         }
         dump["sync"] = Value::Object(sync_section);
         Some(dump)
@@ -149,21 +146,15 @@ fn type_json(status: &TypeStatus, now: f64) -> Value {
     value
 }
 
-/// One type's sync section: its state, and the resources the proxy should have now that
-/// differ from what it holds as far as the stream knows (what the stream sent it and, but for
-/// a rejected response, what it took). The server keeps no copy of what a proxy
-/// acknowledged: once the latest response is acknowledged (`SYNCED`) what it sent is what the
-/// proxy holds; before that (`STALE`) the list is what will be current once it is; after a
-/// NACK the proxy still runs `acked_version`, and the server cannot list how that differs.
-pub(super) fn sync(
-    status: &TypeStatus,
-    snap: &XdsSnapshot,
-    proxy: &Proxy,
-    t: TypeUrl,
-    at: f64,
-) -> Value {
+/// One type's sync section: its state, and which of `all` (the resources of its type the
+/// proxy should have now, unfiltered by its subscription) differ from what the proxy holds
+/// as far as its stream knows: what the stream sent it. The server keeps no copy of what a
+/// proxy acknowledged: once the latest response is acknowledged (`SYNCED`) what was sent is
+/// what the proxy holds; before that (`STALE`) it is what the proxy will hold once it takes
+/// the latest response; after a NACK the proxy still runs `acked_version`, and the server
+/// cannot list how that differs.
+pub(super) fn sync(status: &TypeStatus, all: &Resources, at: f64) -> Value {
     let (sub, held) = (&status.subscription, &status.held);
-    let all = snap.resources(proxy, t, &sub.names);
     let (mut missing, mut changed, mut removed) =
         (Names::default(), Names::default(), Names::default());
     for r in all.iter().filter(|r| sub.wants(&r.name)) {

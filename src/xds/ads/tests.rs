@@ -191,12 +191,14 @@ fn the_sync_section_lists_what_the_stream_has_not_sent_yet() {
         .unwrap();
     let status = status_of(&state, TypeUrl::Endpoint);
     let now = super::state::now();
-    let same = super::pages::sync(&status, &first, &proxy, TypeUrl::Endpoint, now);
+    let resources =
+        |snap: &XdsSnapshot| snap.resources(&proxy, TypeUrl::Endpoint, &status.subscription.names);
+    let same = super::pages::sync(&status, &resources(&first), now);
     assert_eq!(same["changed"]["count"], 0, "{same}");
     assert_eq!(same["missing"]["count"], 0, "{same}");
     // A snapshot the stream has not pushed yet: svc-1's assignment differs.
     let second = XdsSnapshot::next(Arc::new(endpoints_changed(first.model())), DOMAIN, &first);
-    let behind = super::pages::sync(&status, &second, &proxy, TypeUrl::Endpoint, now);
+    let behind = super::pages::sync(&status, &resources(&second), now);
     assert_eq!(
         behind["changed"]["names"],
         serde_json::json!([SVC_1]),
