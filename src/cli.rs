@@ -1,5 +1,5 @@
 //! The command line: `wayfinder discovery`, `wayfinder agent`, `wayfinder version`,
-//! `wayfinder request`, `wayfinder validate`, `wayfinder analyze`. The agent's flags are in [`crate::agent::args`].
+//! `wayfinder request`, `wayfinder proxy-status`, `wayfinder validate`, `wayfinder analyze`. The agent's flags are in [`crate::agent::args`].
 //!
 //! Flags are kebab-case; pilot-discovery's camelCase spellings are accepted as aliases
 //! (`--grpcAddr`, `--httpAddr`, `--monitoringAddr`, `--meshConfig`, `--log_output_level`,
@@ -25,15 +25,19 @@ use crate::logging::{LevelError, LogLevel};
 use crate::registries::Kind;
 
 mod analyze;
+mod debug_client;
 mod limits;
 mod pilot;
+pub mod proxy_status;
 mod secure;
 
 pub use crate::agent::args::{AgentArgs, AgentCommand};
 
 pub use analyze::{AnalysisArgs, AnalyzeArgs};
+pub use debug_client::{DebugClient, FetchError, RequestArgs};
 pub use limits::{LimitArgs, parse_bytes};
 pub use pilot::refuse_unsupported;
+pub use proxy_status::ProxyStatusArgs;
 pub use secure::SecureArgs;
 
 /// Command-line interface.
@@ -60,6 +64,11 @@ pub enum Command {
     Version,
     /// GET a path from a running server's debug port and print the answer.
     Request(RequestArgs),
+    /// The proxies connected to one or more servers and the state of their configuration,
+    /// as `istioctl proxy-status`; with a proxy id, how what it holds differs from what it
+    /// should have now.
+    #[command(name = "proxy-status", visible_alias = "ps")]
+    ProxyStatus(ProxyStatusArgs),
     /// Check Istio configuration and ServiceEntry files offline; exit 1 when any is invalid.
     Validate(ValidateArgs),
     /// Check Istio configuration files offline and across objects, as `istioctl analyze`:
@@ -485,20 +494,6 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
-}
-
-/// `wayfinder request` arguments.
-#[derive(Debug, Args)]
-pub struct RequestArgs {
-    /// Path to GET, e.g. `/debug/registryz`.
-    pub path: String,
-    /// The server's debug address.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub addr: String,
-    /// A file holding the token of the server's `--debug-token-file`, sent as a bearer
-    /// token: needed from another host.
-    #[arg(long = "token-file", value_name = "PATH")]
-    pub token_file: Option<PathBuf>,
 }
 
 fn parse_log_level(s: &str) -> Result<LogLevel, String> {

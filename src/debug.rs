@@ -10,8 +10,8 @@
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
 //! | `/debug/configz[?kind=&namespace=&name=&start=&limit=&spec=]` | configuration sources (status, last error), the MeshConfig file's settings and errors, every document and object refused now with its error, and the objects in force a page at a time (see `debug/configz.rs`) |
-//! | `/debug/syncz` | per connected proxy: id, kind, peer address, connected since, per type sent/acked version, nonce, last NACK |
-//! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON |
+//! | `/debug/syncz` | per connected proxy: id, kind, cluster, version, identity, peer address, connected since; per type sent/acked version and nonce, when sent, `status` (`SYNCED`, `STALE`, `NACKED`, `NOT SENT`), seconds unacknowledged, last NACK |
+//! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON, and per type under `sync` its state and the resources that differ from what it holds |
 //! | `/debug/push_status` | the latest pushes and their totals per type |
 //! | `/metrics` (monitoring) | Prometheus text |
 //! | `/version` (monitoring) | build version |
@@ -277,40 +277,7 @@ async fn push_status(State(d): State<Debug>) -> Json<Value> {
 }
 
 async fn syncz(State(d): State<Debug>) -> Json<Value> {
-    let conns: Vec<Value> = d
-        .ads
-        .connections()
-        .iter()
-        .map(|c| {
-            let types = c
-                .types
-                .lock()
-                .map(|t| t.clone())
-                .unwrap_or_else(|e| e.into_inner().clone());
-            let types: serde_json::Map<String, Value> = types
-                .iter()
-                .map(|(t, s)| {
-                    (
-                        t.short().to_string(),
-                        serde_json::to_value(s).unwrap_or(Value::Null),
-                    )
-                })
-                .collect();
-            json!({
-                "proxy": c.proxy.id,
-                "proxy_type": c.proxy.kind,
-                "namespace": c.proxy.namespace,
-                "user_agent": c.proxy.user_agent,
-                "identity": c.proxy.certificate.as_ref().map(|(id, _)| id),
-                "certificate_expiry": c.proxy.certificate.as_ref().map(|(_, at)| at),
-                "connection_id": c.id,
-                "peer": c.peer,
-                "connected_since": c.connected_since,
-                "types": types,
-            })
-        })
-        .collect();
-    Json(Value::Array(conns))
+    Json(d.ads.syncz())
 }
 
 async fn config_dump(State(d): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Response {

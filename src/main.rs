@@ -8,11 +8,10 @@ use wayfinder::aggregate::{Debounce, Settings};
 #[cfg(feature = "consul")]
 use wayfinder::cli::ConsulArgs;
 use wayfinder::cli::{
-    AgentArgs, AgentCommand, Cli, Command, ConfigSourceKind, Discovery, LogArgs, RequestArgs,
-    ValidateArgs,
+    AgentArgs, AgentCommand, Cli, Command, ConfigSourceKind, DebugClient, Discovery, LogArgs,
+    RequestArgs, ValidateArgs,
 };
 use wayfinder::debug::DebugToken;
-use wayfinder::debug::trust::read_token_file;
 use wayfinder::{registries, server};
 
 /// jemalloc, chosen by measurement (BENCHMARKS.md, "Allocators"): it gives memory back to the
@@ -47,6 +46,9 @@ async fn main() -> ExitCode {
             Ok(())
         }
         Command::Request(args) => request(args).await,
+        Command::ProxyStatus(args) => {
+            return ExitCode::from(wayfinder::cli::proxy_status::run(&args).await);
+        }
         Command::Validate(args) => return validate(&args),
         Command::Analyze(args) => {
             return ExitCode::from(wayfinder::analyze::run(&args.paths, &args.analysis));
@@ -267,27 +269,10 @@ fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `wayfinder request`: the page, pretty-printed when it is JSON.
 async fn request(args: RequestArgs) -> anyhow::Result<()> {
-    let path = if args.path.starts_with('/') {
-        args.path.clone()
-    } else {
-        format!("/{}", args.path)
-    };
-    let url = format!("http://{}{path}", args.addr);
-    let mut get = reqwest::Client::new().get(&url);
-    if let Some(file) = &args.token_file {
-        let token = read_token_file(file).context("--token-file")?;
-        get = get.bearer_auth(token);
-    }
-    let response = get.send().await.with_context(|| format!("GET {url}"))?;
-    let status = response.status();
-    let body = response
-        .text()
-        .await
-        .with_context(|| format!("reading the answer to GET {url}"))?;
-    if !status.is_success() {
-        anyhow::bail!("GET {url}: {status}: {}", body.trim_end());
-    }
+    let client = DebugClient::new(args.token_file.as_deref())?;
+    let body = client.get(&args.addr, &args.path).await?;
     let pretty = serde_json::from_str::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())

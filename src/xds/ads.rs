@@ -17,6 +17,7 @@ mod held;
 mod inputs;
 mod limits;
 mod outbox;
+mod pages;
 mod protocol;
 mod service;
 mod state;
@@ -29,12 +30,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use prometheus_client::metrics::gauge::Gauge;
-use serde::Serialize;
-use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -42,15 +41,17 @@ pub use delta::DeltaState;
 pub use errors::PeerAddr;
 pub use inputs::InputChannels;
 pub use limits::{ADMISSION_WAIT, BUDGET_WAIT, ConnectionEnd, DELIVERY_WAIT, Limits};
+pub use pages::{Connection, Push};
 pub use service::AdsService;
 pub use state::{Outcome, RequestError, StreamState};
-pub use status::{Nack, TypeStatus};
+pub use status::{Nack, SyncState, TypeStatus};
 pub use subscription::Subscription;
 pub use wire::{DeltaResponse, Encoded, SotwRequest, SotwResponse};
 
 use self::errors::{Peer, StreamError};
 use self::limits::{Admission, RequestBudget, Throttle};
 use self::outbox::Outbox;
+use self::pages::PUSH_LOG;
 use self::protocol::Protocol;
 use self::wire::{Budgeted, Progress, PushBudget, ReadLimits, Requests};
 
@@ -60,7 +61,7 @@ use crate::snapshot::SnapshotReader;
 use crate::xds::metrics::XdsMetrics;
 use crate::xds::observe::{HEALTH_TYPE, StreamObserver};
 use crate::xds::proxy::Proxy;
-use crate::xds::{PerType, TypeUrl, XdsSnapshot, json};
+use crate::xds::{TypeUrl, XdsSnapshot};
 
 /// How a stream's connection came in.
 #[derive(Clone, Debug)]
@@ -107,49 +108,6 @@ struct Inner {
     push_send_timeout: Duration,
     /// Told about streams opening and closing and the health proxies report.
     observer: std::sync::OnceLock<Arc<dyn StreamObserver>>,
-}
-
-/// How many pushes `/debug/push_status` keeps.
-const PUSH_LOG: usize = 256;
-
-/// One response sent to a proxy, as `/debug/push_status` shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct Push {
-    /// Seconds since the Unix epoch.
-    pub at: f64,
-    /// The proxy's node id.
-    pub proxy: String,
-    /// `sotw` or `delta`.
-    pub variant: &'static str,
-    /// `cds`, `eds`, `lds` or `rds`.
-    pub r#type: &'static str,
-    /// Resources sent.
-    pub resources: usize,
-    /// Names removed (delta).
-    pub removed: usize,
-    /// Bytes of the encoded resources.
-    pub bytes: usize,
-    /// The response's version (state of the world) or system version (delta).
-    pub version: String,
-    /// Seconds from the snapshot's publication to this push, for pushes a new snapshot caused
-    /// (`null` for answers to requests).
-    pub after_publication: Option<f64>,
-}
-
-/// One connected stream, as `/debug/syncz` shows it.
-#[derive(Debug)]
-pub struct Connection {
-    /// Unique per server.
-    pub id: u64,
-    /// The proxy.
-    pub proxy: Arc<Proxy>,
-    /// The address the stream's connection came from (`None` for streams served without
-    /// wayfinder's accept loop, as in some tests).
-    pub peer: Option<SocketAddr>,
-    /// Seconds since the Unix epoch.
-    pub connected_since: f64,
-    /// Per-type protocol state, updated after every exchange.
-    pub types: Mutex<PerType<TypeStatus>>,
 }
 
 /// What a stream's requests may be under `limits`, with a new request budget.
@@ -243,38 +201,6 @@ impl AdsServer {
     /// The latest pushes, oldest first (at most 256).
     pub fn pushes(&self) -> Vec<Push> {
         lock(&self.inner.pushes).iter().cloned().collect()
-    }
-
-    /// What the most recently connected proxy with this id is served now, as JSON: each type's
-    /// resources filtered by its subscription.
-    pub fn config_dump(&self, proxy_id: &str) -> Option<Value> {
-        let conn = self
-            .connections()
-            .into_iter()
-            .rev()
-            .find(|c| c.proxy.id == proxy_id)?;
-        let snap = self.current();
-        let types = lock(&conn.types).clone();
-        let mut dump = json!({
-            "proxy": conn.proxy.id,
-            "kind": conn.proxy.kind,
-            "snapshot_version": snap.model().version,
-        });
-        for (type_url, status) in types {
-            let sub = &status.subscription;
-            let all = snap.resources(&conn.proxy, type_url, &sub.names);
-            let resources: Vec<Value> = all
-                .iter()
-                .filter(|r| sub.wants(&r.name))
-                .map(|r| {
-                    let mut value = json::any_to_json(&r.any());
-                    json::redact(&mut value);
-                    value
-                })
-                .collect();
-            dump[type_name(type_url)] = Value::Array(resources);
-        }
-        Some(dump)
     }
 
     async fn serve<P: Protocol>(
@@ -496,7 +422,7 @@ impl AdsServer {
 
     fn register(&self, proxy: Arc<Proxy>, peer: Option<SocketAddr>) -> Arc<Connection> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let connected_since = unix_now();
+        let connected_since = state::now();
         let conn = Arc::new(Connection {
             id,
             proxy,
@@ -539,25 +465,6 @@ impl Drop for Registration<'_> {
 
 /// Where a stream's task sends its encoded responses (and, last, an error status).
 type Responses = mpsc::Sender<wire::Queued>;
-
-fn type_name(t: TypeUrl) -> &'static str {
-    match t {
-        TypeUrl::Cluster => "clusters",
-        TypeUrl::Endpoint => "endpoints",
-        TypeUrl::Listener => "listeners",
-        TypeUrl::Route => "routes",
-        TypeUrl::Secret => "secrets",
-        TypeUrl::ProxyConfig => "proxy_config",
-    }
-}
-
-/// Seconds since the Unix epoch.
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
-}
 
 /// Locks a debug-state mutex. The data behind these locks is replaced whole, never left half
 /// written, so a poisoned lock still holds a consistent value.

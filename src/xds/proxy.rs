@@ -75,6 +75,9 @@ pub struct Proxy {
     pub cluster_id: String,
     /// `user_agent_name` (`envoy`, `gRPC C-core linux Python`, …).
     pub user_agent: String,
+    /// Its version as the node gives it (`user_agent_build_version`, `1.40.0`, or
+    /// `user_agent_version`); empty when it gives none.
+    pub user_agent_version: String,
     /// Listener placement for sidecars.
     pub listen: ListenSettings,
     /// Metadata `AUTO_REGISTER_GROUP`: the WorkloadGroup (in the proxy's namespace) its
@@ -221,6 +224,7 @@ impl Proxy {
             labels: meta.string_map("LABELS"),
             cluster_id: meta.string("CLUSTER_ID").unwrap_or_default().to_string(),
             user_agent: node.user_agent_name.clone(),
+            user_agent_version: user_agent_version(node),
             listen,
             auto_register_group: meta
                 .string("AUTO_REGISTER_GROUP")
@@ -273,6 +277,16 @@ impl Proxy {
         Ok(())
     }
 
+    /// Its version for people: the node metadata's `ISTIO_VERSION` when it has one (what
+    /// istioctl shows), else its user agent and version (`envoy/1.40.0`).
+    pub fn version(&self) -> String {
+        match self.metadata.get("ISTIO_VERSION") {
+            Some(v) if !v.is_empty() => v.clone(),
+            _ if self.user_agent_version.is_empty() => self.user_agent.clone(),
+            _ => format!("{}/{}", self.user_agent, self.user_agent_version),
+        }
+    }
+
     /// True for Envoy, which always subscribes to listeners and clusters by wildcard even when
     /// its reconnect request lists names (see the xDS notes, "Reconnect rules").
     pub fn is_envoy(&self) -> bool {
@@ -283,6 +297,20 @@ impl Proxy {
 impl fmt::Display for Proxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.id)
+    }
+}
+
+/// The version a node gives, `MAJOR.MINOR.PATCH` from a build version.
+fn user_agent_version(node: &Node) -> String {
+    use crate::xds::pb::core::node::UserAgentVersionType;
+    match &node.user_agent_version_type {
+        Some(UserAgentVersionType::UserAgentVersion(v)) => v.clone(),
+        Some(UserAgentVersionType::UserAgentBuildVersion(b)) => b
+            .version
+            .as_ref()
+            .map(|v| format!("{}.{}.{}", v.major_number, v.minor_number, v.patch))
+            .unwrap_or_default(),
+        None => String::new(),
     }
 }
 

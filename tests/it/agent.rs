@@ -67,48 +67,76 @@ pub(crate) async fn gateway_to_reviews(
     backend
 }
 
-#[tokio::test]
-async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_failing_requests_and_drains_on_sigterm()
- {
-    let Some(tools) = tools() else { return };
-    let netns = Netns::new();
-    let dir = tempfile::tempdir().unwrap();
-    let (config, empty, certs) = (
-        dir.path().join("config"),
-        dir.path().join("empty"),
-        dir.path().join("certs"),
-    );
-    for d in [&config, &empty, &certs] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let _backend = gateway_to_reviews(&netns, &tools, &config).await;
-    let w = server(&netns, &empty, &config, &[]).await;
+/// A network namespace with `wayfinder discovery` (the File registry over an empty
+/// directory, `--config-dir` `config`) and, in `config`, a gateway on port 8080 routing
+/// `reviews` to a backend: what a gateway's agent (`agent`) connects to.
+pub(crate) struct GatewaySetup {
+    pub(crate) netns: Netns,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) config: std::path::PathBuf,
+    /// The agent's `--certs-dir`.
+    pub(crate) certs: std::path::PathBuf,
+    pub(crate) w: Wayfinder,
+    _backend: tokio::process::Child,
+}
 
-    let envoy = tools.envoy.display().to_string();
-    let discovery = w.grpc.to_string();
-    let certs_dir = certs.display().to_string();
-    let mut agent = Agent::start(
-        &netns,
-        dir.path(),
-        "router",
-        &[
+impl GatewaySetup {
+    pub(crate) async fn start(tools: &crate::tools::Tools) -> Self {
+        let netns = Netns::new();
+        let dir = tempfile::tempdir().unwrap();
+        let (config, empty, certs) = (
+            dir.path().join("config"),
+            dir.path().join("empty"),
+            dir.path().join("certs"),
+        );
+        for d in [&config, &empty, &certs] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let backend = gateway_to_reviews(&netns, tools, &config).await;
+        let w = server(&netns, &empty, &config, &[]).await;
+        Self {
+            netns,
+            dir,
+            config,
+            certs,
+            w,
+            _backend: backend,
+        }
+    }
+
+    /// The gateway pod's agent (`GATEWAY_POD`) with Envoy, the server's plaintext ADS
+    /// address and `extra` flags; returns once its status port listens.
+    pub(crate) async fn agent(&self, tools: &crate::tools::Tools, extra: &[&str]) -> Agent {
+        let (envoy, discovery) = (tools.envoy.display().to_string(), self.w.grpc.to_string());
+        let certs = self.certs.display().to_string();
+        let mut args = vec![
             "--binary-path",
             &envoy,
             "--discovery-address",
             &discovery,
             "--certs-dir",
-            &certs_dir,
-            "--drain-duration",
-            "1s",
-            "--parent-shutdown-duration",
-            "3s",
-        ],
-        &GATEWAY_POD,
-    )
-    .await;
+            &certs,
+        ];
+        args.extend_from_slice(extra);
+        Agent::start(&self.netns, self.dir.path(), "router", &args, &GATEWAY_POD).await
+    }
+}
+
+#[tokio::test]
+async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_failing_requests_and_drains_on_sigterm()
+ {
+    let Some(tools) = tools() else { return };
+    let setup = GatewaySetup::start(&tools).await;
+    let (netns, w, certs) = (&setup.netns, &setup.w, &setup.certs);
+    let mut agent = setup
+        .agent(
+            &tools,
+            &["--drain-duration", "1s", "--parent-shutdown-duration", "3s"],
+        )
+        .await;
 
     // Start: Envoy runs as epoch 0, gets its configuration, and the status port says ready.
-    agent.ready(&netns).await;
+    agent.ready(netns).await;
     let admin0 = agent.admin(0).await;
     let (_, info) = netns.get(admin0, "/server_info").await;
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
@@ -126,13 +154,13 @@ async fn agent_runs_a_gateway_that_hot_restarts_on_a_certificate_change_without_
 
     // Traffic through the gateway's listener reaches the backend.
     let listener: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-    answers(&netns, listener, REVIEWS, "v1").await;
+    answers(netns, listener, REVIEWS, "v1").await;
 
     // A request loop runs through the hot restart.
-    let requests = RequestLoop::start(&netns, listener, REVIEWS, "v1");
+    let requests = RequestLoop::start(netns, listener, REVIEWS, "v1");
 
     // A certificate change: epoch 1 starts, takes over, and epoch 0 exits by itself.
-    write(&certs, "cert-chain.pem", "a certificate\n");
+    write(certs, "cert-chain.pem", "a certificate\n");
     let admin1 = agent.admin(1).await;
     eventually("epoch 1 to be LIVE", || async {
         let (_, info) = netns.get(admin1, "/server_info").await;

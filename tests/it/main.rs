@@ -38,6 +38,9 @@
 //!   with a certificate from a CA made in the test: verified by default.
 //! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back
 //!   (jemalloc builds only: glibc's malloc keeps it, as measured).
+//! - `proxy_status`: `wayfinder proxy-status` against real Envoy 1.40 under the agent:
+//!   `SYNCED`, `STALE (Ns)` while Envoy is stopped, a NACK's text, an unreachable replica,
+//!   one proxy compared type by type.
 //! - `push_budget`: clients that stop reading hold at most the push budget, are closed after
 //!   `--push-send-timeout`, and a reading client still gets its configuration.
 //! - `logging`: client text in text and JSON logs, istiod's `--log_output_level` and
@@ -93,6 +96,7 @@ mod mesh_config;
 mod mesh_identity;
 mod multi_network;
 mod proxy_config;
+mod proxy_status;
 mod push_budget;
 mod secure;
 mod support;

@@ -116,6 +116,7 @@ impl DeltaState {
             outcome.nack = state.last_nack.as_ref().map(|n| n.message.clone());
         } else if latest {
             state.acked_version = state.sent_version.clone();
+            state.acked_nonce.clone_from(&state.nonce);
         }
         if first {
             state.held = Held::default();
@@ -217,6 +218,7 @@ impl DeltaState {
         let version = state.held.version(state.subscription_version).to_string();
         state.nonce = Some(nonce.clone());
         state.sent_version = Some(version.clone());
+        state.sent_at = Some(now());
         state.responses += 1;
         let response = DeltaResponse {
             system_version_info: version,

@@ -34,6 +34,32 @@ pub(super) struct Held {
     exceptions: HashMap<Arc<str>, Holding>,
 }
 
+impl Clone for Held {
+    fn clone(&self) -> Self {
+        Self {
+            base: self.base.clone(),
+            exceptions: self.exceptions.clone(),
+        }
+    }
+
+    /// Copies into the buffers already held, and leaves equal layers alone: the debug copy of
+    /// a stream's state is refreshed after every message.
+    fn clone_from(&mut self, from: &Self) {
+        let same = self.base.len() == from.base.len()
+            && self
+                .base
+                .iter()
+                .zip(&from.base)
+                .all(|(a, b)| Arc::ptr_eq(a, b));
+        if !same {
+            self.base.clone_from(&from.base);
+        }
+        if !(self.exceptions.is_empty() && from.exceptions.is_empty()) {
+            self.exceptions.clone_from(&from.exceptions);
+        }
+    }
+}
+
 impl Held {
     /// What the client holds under `name`.
     pub(super) fn get(&self, name: &str, subscription: &Subscription) -> Holding {

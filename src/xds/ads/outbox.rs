@@ -15,8 +15,9 @@ use tonic::Status;
 
 use super::limits::DELIVERY_WAIT;
 use super::protocol::Protocol;
+use super::state::now as unix_now;
 use super::wire::Outgoing;
-use super::{AdsServer, Push, Responses, unix_now};
+use super::{AdsServer, Push, Responses};
 use crate::xds::metrics::XdsMetrics;
 use crate::xds::{TypeUrl, consistency};
 

@@ -168,6 +168,9 @@ impl StreamState {
             outcome.nack = state.last_nack.as_ref().map(|n| n.message.clone());
         } else if !req.response_nonce.is_empty() {
             state.acked_version = Some(req.version_info.clone());
+            // Past the stale check the nonce is the latest this stream sent (a first
+            // request's is another stream's, and this one has sent none: `None` stays).
+            state.acked_nonce.clone_from(&state.nonce);
         }
         if !first && state.own.names_hash == Some(sotw.names_hash()) {
             // An ACK or NACK repeating the names of the previous request (a sidecar's
@@ -338,6 +341,7 @@ impl StreamState {
         if let Some(state) = self.types.get_mut(type_url) {
             state.nonce = Some(nonce.clone());
             state.sent_version = Some(version.clone());
+            state.sent_at = Some(now());
             state.responses += 1;
         }
         SotwResponse {

@@ -32,10 +32,19 @@ pub struct TypeStatus {
     pub sent_version: Option<String>,
     /// Latest version the client acknowledged.
     pub acked_version: Option<String>,
+    /// Nonce of the latest response the client acknowledged: the type is in sync when it is
+    /// `nonce` (Istio's `NonceAcked` against `NonceSent`).
+    pub acked_nonce: Option<String>,
+    /// When the latest response was sent, in seconds since the Unix epoch.
+    pub sent_at: Option<f64>,
     /// Latest NACK.
     pub last_nack: Option<Nack>,
     /// Responses sent.
     pub responses: u64,
+    /// What the client holds as far as the server knows, for the sync section of
+    /// `/debug/config_dump`: the stream's own layers (no copy of a resource).
+    #[serde(skip)]
+    pub(super) held: Held,
     /// Resources the client holds: those of the layers it was last brought up to date with
     /// (wildcard) or the names it subscribed to, whichever applies (an estimate for debug pages).
     pub resources: usize,
@@ -55,6 +64,10 @@ pub(super) struct TypeState<X> {
     pub(super) sent_version: Option<String>,
     /// Latest version the client acknowledged.
     pub(super) acked_version: Option<String>,
+    /// Nonce of the latest response the client acknowledged.
+    pub(super) acked_nonce: Option<String>,
+    /// When the latest response was sent (seconds since the Unix epoch).
+    pub(super) sent_at: Option<f64>,
     /// Latest NACK.
     pub(super) last_nack: Option<Nack>,
     /// Responses sent.
@@ -69,7 +82,44 @@ pub(super) struct TypeState<X> {
     pub(super) own: X,
 }
 
+/// Where a type stands between the server and the client, in istioctl's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum SyncState {
+    /// Nothing was sent yet (`NOT SENT`).
+    #[serde(rename = "NOT SENT")]
+    NotSent,
+    /// The latest response is acknowledged (`SYNCED`).
+    #[serde(rename = "SYNCED")]
+    Synced,
+    /// The latest response is neither acknowledged nor rejected yet (`STALE`).
+    #[serde(rename = "STALE")]
+    Stale,
+    /// The client rejected the latest response (`NACKED`; istioctl's `ERROR`).
+    #[serde(rename = "NACKED")]
+    Nacked,
+}
+
 impl TypeStatus {
+    /// Where the type stands: Istio's rule (`debugSyncStatus`) on nonces, the latest sent
+    /// against the latest acknowledged; a rejected latest response is `Nacked`.
+    pub fn sync(&self) -> SyncState {
+        match &self.nonce {
+            None => SyncState::NotSent,
+            Some(n) if self.acked_nonce.as_ref() == Some(n) => SyncState::Synced,
+            Some(n) if self.last_nack.as_ref().is_some_and(|k| &k.nonce == n) => SyncState::Nacked,
+            Some(_) => SyncState::Stale,
+        }
+    }
+
+    /// Seconds since the latest response was sent, `now` being seconds since the Unix epoch,
+    /// while it is not acknowledged (stale or rejected); `None` once it is.
+    pub fn unacked_for(&self, now: f64) -> Option<f64> {
+        match self.sync() {
+            SyncState::Stale | SyncState::Nacked => self.sent_at.map(|at| (now - at).max(0.0)),
+            SyncState::NotSent | SyncState::Synced => None,
+        }
+    }
+
     /// Brings the debug copy up to date. It is refreshed after every message of every stream,
     /// so its strings keep their buffers (`clone_from`): building it anew each time was a
     /// tenth of the server's time under churn (perf).
@@ -78,8 +128,11 @@ impl TypeStatus {
         self.nonce.clone_from(&from.nonce);
         self.sent_version.clone_from(&from.sent_version);
         self.acked_version.clone_from(&from.acked_version);
+        self.acked_nonce.clone_from(&from.acked_nonce);
+        self.sent_at = from.sent_at;
         self.last_nack.clone_from(&from.last_nack);
         self.responses = from.responses;
+        self.held.clone_from(&from.held);
         self.resources = from.held.count(&from.subscription);
     }
 }

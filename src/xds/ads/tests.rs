@@ -129,3 +129,82 @@ fn sotw_a_removed_cluster_is_pushed_as_the_full_set_without_it() {
     let sent = names(&pushed[0].resources);
     assert!(sent.contains(&SVC_0.to_string()) && !sent.contains(&SVC_1.to_string()));
 }
+
+/// The debug copy of one type's state.
+fn status_of(state: &StreamState, t: TypeUrl) -> super::TypeStatus {
+    let mut out = crate::xds::PerType::default();
+    state.status_into(&mut out);
+    out.get_or_default(t).clone()
+}
+
+#[test]
+fn sotw_a_type_is_stale_until_acknowledged_synced_after_and_nacked_when_rejected() {
+    use super::SyncState;
+    let first = XdsSnapshot::new(Arc::new(model(2)), DOMAIN);
+    let mut state = StreamState::new(Arc::new(sidecar()), "test".into());
+    assert_eq!(
+        status_of(&state, TypeUrl::Endpoint).sync(),
+        SyncState::NotSent
+    );
+    let out = state.on_request(&eds(&[SVC_1], "").into(), &first).unwrap();
+    let sent = status_of(&state, TypeUrl::Endpoint);
+    assert_eq!(sent.sync(), SyncState::Stale);
+    let at = sent.sent_at.expect("the time of the send");
+    assert_eq!(sent.unacked_for(at + 4.0), Some(4.0));
+    let nonce = out.responses[0].nonce.clone();
+    let mut ack = eds(&[SVC_1], &nonce);
+    ack.version_info = out.responses[0].version_info.clone();
+    state.on_request(&ack.into(), &first).unwrap();
+    let acked = status_of(&state, TypeUrl::Endpoint);
+    assert_eq!(acked.sync(), SyncState::Synced);
+    assert_eq!(acked.unacked_for(at + 4.0), None);
+
+    // A push is stale until its answer, and NACKED when the answer rejects it.
+    let second = XdsSnapshot::next(Arc::new(endpoints_changed(first.model())), DOMAIN, &first);
+    let pushed = state.on_snapshot(&second);
+    assert_eq!(
+        status_of(&state, TypeUrl::Endpoint).sync(),
+        SyncState::Stale
+    );
+    let mut nack = eds(&[SVC_1], &pushed[0].nonce);
+    nack.error_detail = Some(crate::xds::pb::rpc::Status {
+        message: "rejected by test".into(),
+        ..Default::default()
+    });
+    state.on_request(&nack.into(), &second).unwrap();
+    let nacked = status_of(&state, TypeUrl::Endpoint);
+    assert_eq!(nacked.sync(), SyncState::Nacked);
+    assert_eq!(
+        nacked.acked_version.as_deref(),
+        Some(out.responses[0].version_info.as_str()),
+        "the proxy still runs what it acknowledged"
+    );
+}
+
+#[test]
+fn the_sync_section_lists_what_the_stream_has_not_sent_yet() {
+    let first = XdsSnapshot::new(Arc::new(model(2)), DOMAIN);
+    let proxy = Arc::new(sidecar());
+    let mut state = StreamState::new(proxy.clone(), "test".into());
+    state
+        .on_request(&eds(&[SVC_0, SVC_1], "").into(), &first)
+        .unwrap();
+    let status = status_of(&state, TypeUrl::Endpoint);
+    let now = super::state::now();
+    let resources =
+        |snap: &XdsSnapshot| snap.resources(&proxy, TypeUrl::Endpoint, &status.subscription.names);
+    let same = super::pages::sync(&status, &resources(&first), now);
+    assert_eq!(same["changed"]["count"], 0, "{same}");
+    assert_eq!(same["missing"]["count"], 0, "{same}");
+    // A snapshot the stream has not pushed yet: svc-1's assignment differs.
+    let second = XdsSnapshot::next(Arc::new(endpoints_changed(first.model())), DOMAIN, &first);
+    let behind = super::pages::sync(&status, &resources(&second), now);
+    assert_eq!(
+        behind["changed"]["names"],
+        serde_json::json!([SVC_1]),
+        "{behind}"
+    );
+    assert_eq!(behind["status"], "STALE");
+    assert_eq!(behind["missing"]["count"], 0);
+    assert_eq!(behind["removed"]["count"], 0);
+}
