@@ -1,11 +1,18 @@
-//! Istio's "Istio Control Plane Dashboard" against the binary's `/metrics`: every metric a
-//! panel queries has a series from the start, except those the control plane cannot serve,
-//! which are listed here with the reason (and what wayfinder serves in their place, where it
-//! serves something). The dashboard is Istio's file, unchanged (`istio/README.md`).
+//! The Grafana dashboards against the binary's `/metrics`.
 //!
-//! The test fails if a listed exception starts being served (the list is then wrong) or is no
-//! longer in the dashboard, and if any other metric the dashboard names has no series. A
-//! second test pushes a change to a proxy and reads what the push counted: its reason, its
+//! Istio's "Istio Control Plane Dashboard": every metric a panel queries has a series from
+//! the start, except those the control plane cannot serve, which are listed here with the
+//! reason (and what wayfinder serves in their place, where it serves something). The
+//! dashboard is Istio's file, unchanged (`istio/README.md`). The test fails if a listed
+//! exception starts being served (the list is then wrong) or is no longer in the dashboard,
+//! and if any other metric the dashboard names has no series.
+//!
+//! wayfinder's own dashboard, `deploy/grafana/wayfinder.json`: every metric a panel queries
+//! has a series, with no exception, once the server has seen the events that give the
+//! event-labelled counters their first series (a registry error, a refused stream); and every
+//! query goes to the dashboard's `${datasource}` variable.
+//!
+//! A third test pushes a change to a proxy and reads what the push counted: its reason, its
 //! time in the queue and to send.
 
 use std::collections::BTreeSet;
@@ -19,7 +26,18 @@ use crate::support::eventually;
 use crate::support::fixtures::{service_entry, write};
 
 /// Istio's dashboard, as `manifests/addons/dashboards/pilot-dashboard.gen.json` holds it.
-const DASHBOARD: &str = include_str!("istio/pilot-dashboard.gen.json");
+const ISTIO_DASHBOARD: &str = include_str!("istio/pilot-dashboard.gen.json");
+
+/// wayfinder's dashboard (`deploy/grafana/README.md`).
+const WAYFINDER_DASHBOARD: &str = include_str!("../../deploy/grafana/wayfinder.json");
+
+/// The counters wayfinder's dashboard queries whose label (the registry, the reason) is known
+/// only with their first event, so that they have no series before it: the test makes each
+/// event happen.
+const AFTER_AN_EVENT: [&str; 2] = [
+    "wayfinder_registry_errors_total",
+    "wayfinder_xds_refused_streams_total",
+];
 
 /// A metric the dashboard queries that the control plane cannot serve.
 struct NotServed {
@@ -118,13 +136,69 @@ const ALSO_SERVED: [&str; 22] = [
 
 #[tokio::test]
 async fn every_metric_of_istio_s_control_plane_dashboard_is_served_from_the_start() {
-    let queried = dashboard_metrics();
+    let queried = dashboard_metrics(ISTIO_DASHBOARD);
     // At start: no proxy connected, nothing pushed, perhaps not even synced.
     let w = Wayfinder::start(&[]).await;
     let (status, text) = get(w.monitoring, "/metrics").await;
     assert_eq!(status, 200, "{text}");
     let problems = judge(&queried, &sample_names(&text), &NOT_SERVED, &ALSO_SERVED);
     assert!(problems.is_empty(), "{}\nin:\n{text}", problems.join("\n"));
+}
+
+#[tokio::test]
+async fn every_metric_of_wayfinder_s_dashboard_is_served() {
+    let queried = dashboard_metrics(WAYFINDER_DASHBOARD);
+    for name in AFTER_AN_EVENT {
+        assert!(
+            queried.contains(name),
+            "the dashboard no longer queries {name}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A registry error: the File registry refuses a document.
+    write(
+        dir.path(),
+        "broken.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: broken}\n\
+         spec:\n  hosts: [broken.example.com]\n  ports: [{number: eighty, name: http}]\n",
+    );
+    let w = Wayfinder::with_files("", dir.path()).await;
+    w.wait_health("File", "degraded").await;
+    // A refused stream: its first request carries no node.
+    let mut ads = Ads::connect(w.grpc, sidecar("10.9.0.1", "default"))
+        .await
+        .without_node();
+    ads.try_subscribe(TypeUrl::Cluster).await;
+    ads.recv_error().await;
+    let text = eventually("the events' counters to have series", || async {
+        let (status, text) = get(w.monitoring, "/metrics").await;
+        let names = sample_names(&text);
+        (status == 200 && AFTER_AN_EVENT.iter().all(|n| names.contains(n))).then_some(text)
+    })
+    .await;
+    let problems = judge(&queried, &sample_names(&text), &[], &[]);
+    assert!(problems.is_empty(), "{}\nin:\n{text}", problems.join("\n"));
+
+    let dashboard: Value = serde_json::from_str(WAYFINDER_DASHBOARD).unwrap();
+    let variables = &dashboard["templating"]["list"];
+    assert!(
+        variables
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["name"] == "datasource"
+                && v["type"] == "datasource"
+                && v["query"] == "prometheus"),
+        "no Prometheus datasource variable: {variables}"
+    );
+    let mut sources = Vec::new();
+    collect_targets(&dashboard, &mut |t| {
+        sources.push(t["datasource"]["uid"].clone())
+    });
+    assert!(
+        sources.iter().all(|uid| uid == "${datasource}"),
+        "a query not to ${{datasource}}: {sources:?}"
+    );
 }
 
 #[tokio::test]
@@ -262,23 +336,24 @@ fn metric_names_are_what_expressions_select() {
     }
 }
 
-/// Every metric name the dashboard's panels query, rows' panels included.
-fn dashboard_metrics() -> BTreeSet<String> {
-    let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
+/// Every metric name a dashboard's panels query, rows' panels included.
+fn dashboard_metrics(json: &str) -> BTreeSet<String> {
+    let dashboard: Value = serde_json::from_str(json).expect("the dashboard is JSON");
     let mut exprs = Vec::new();
-    collect_exprs(&dashboard, &mut exprs);
+    collect_targets(&dashboard, &mut |t| {
+        exprs.extend(t["expr"].as_str().map(str::to_owned));
+    });
     assert!(!exprs.is_empty(), "no panel target in the dashboard");
     exprs.iter().flat_map(|e| metric_names(e)).collect()
 }
 
-fn collect_exprs(node: &Value, out: &mut Vec<String>) {
+/// Calls `each` with every panel's targets (queries), rows' panels included.
+fn collect_targets(node: &Value, each: &mut impl FnMut(&Value)) {
     for panel in node["panels"].as_array().into_iter().flatten() {
         for target in panel["targets"].as_array().into_iter().flatten() {
-            if let Some(expr) = target["expr"].as_str() {
-                out.push(expr.to_owned());
-            }
+            each(target);
         }
-        collect_exprs(panel, out);
+        collect_targets(panel, each);
     }
 }
 

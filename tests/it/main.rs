@@ -12,7 +12,8 @@
 //! - `cli`: the binary's commands, flags, debug pages and refusals (in a build without a
 //!   registry's cargo feature, that asking for it is refused naming the feature).
 //! - `dashboard`: Istio's control-plane dashboard against `/metrics`: every metric it queries
-//!   is served from the start, but those listed with the reason the control plane cannot.
+//!   is served from the start, but those listed with the reason the control plane cannot;
+//!   and wayfinder's own, `deploy/grafana/wayfinder.json`: every metric it queries is served.
 //! - `debug_access`: the debug pages from a non-loopback address (a network namespace of
 //!   the test's own), with and without `--debug-token-file`'s token; istiod's names for
 //!   them (`/debug/adsz`, `/debug/instancesz`, …).
