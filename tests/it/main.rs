@@ -35,6 +35,8 @@
 //!   network reached only through its east-west gateway, in mesh mTLS.
 //! - `proxy_config`: MeshConfig's `defaultConfig` and a ProxyConfig object reach two agents
 //!   (real Envoy 1.40) over PCDS: each Envoy runs with its workload's concurrency and metadata.
+//! - `sidecar_ingress`: a Sidecar ingress listener with `captureMode: NONE` and `tls` under the
+//!   agent (real Envoy 1.40): its own listener terminates TLS in front of a plain workload.
 //! - `upstream_tls`: real Envoy 1.40 originating TLS for a DestinationRule to a TLS server
 //!   with a certificate from a CA made in the test: verified by default.
 //! - `memory`: many full-mesh sidecars connect and leave; the server's RSS comes back
@@ -100,6 +102,7 @@ mod proxy_config;
 mod proxy_status;
 mod push_budget;
 mod secure;
+mod sidecar_ingress;
 mod support;
 mod tools;
 mod upstream_tls;

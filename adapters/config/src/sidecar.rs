@@ -60,10 +60,12 @@ pub struct IngressListener {
     /// address), `[::1]:PORT` or `unix:///PATH`.
     #[serde(default)]
     pub default_endpoint: String,
-    /// Bind address (not supported yet: the inbound capture address is used).
+    /// With `captureMode: NONE`, the address the port's own listener binds (`0.0.0.0` when
+    /// empty).
     #[serde(default)]
     pub bind: String,
-    /// Capture mode (not supported yet: traffic is captured).
+    /// `DEFAULT`/`IPTABLES` (the port's traffic is captured to the inbound port) or `NONE`
+    /// (the port has a listener of its own, which binds its address and port).
     #[serde(default)]
     pub capture_mode: Option<String>,
     /// TLS the sidecar terminates for clients outside the mesh (`SIMPLE` or `MUTUAL`, with

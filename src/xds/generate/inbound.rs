@@ -109,6 +109,7 @@ impl Index {
                     target: None,
                     pool: None,
                     tls: None,
+                    bind: None,
                 });
             }
         }
@@ -131,6 +132,9 @@ pub(super) struct InboundPort {
     pub(super) pool: Option<sidecar::Pool>,
     /// The TLS its Sidecar ingress listener terminates, for clients outside the mesh.
     pub(super) tls: Option<sidecar::Keyed<wayfinder_config::ServerTlsSettings>>,
+    /// With its Sidecar ingress listener's `captureMode: NONE`, the address the port's own
+    /// listener binds; `None`: the port is served on the inbound capture port.
+    pub(super) bind: Option<String>,
 }
 
 /// Where an ingress listener's traffic goes.
@@ -176,6 +180,13 @@ pub(super) fn from_ingress(
                     target: Some(target),
                     pool: None,
                     tls: l.tls.as_ref().map(sidecar::Keyed::new),
+                    bind: (l.capture_mode.as_deref() == Some("NONE")).then(|| {
+                        if l.bind.is_empty() {
+                            "0.0.0.0".to_string()
+                        } else {
+                            l.bind.clone()
+                        }
+                    }),
                 },
             ))
         })
@@ -250,6 +261,10 @@ pub(super) fn clusters(ports: &Ports) -> ResourceSet {
 /// filters before the router, every other chain (TCP ports, TLS passed through, the
 /// catch-all) the network filters before `tcp_proxy`.
 ///
+/// A port whose Sidecar ingress listener has `captureMode: NONE` gets a listener of its own,
+/// `<bind>_<port>`, which binds that address and port, with the port's chains (Istio's
+/// `bindToPort`); it is then not served on the capture port.
+///
 /// `detection` is MeshConfig's `protocolDetectionTimeout`: how long the TLS inspector waits
 /// for a client's first bytes before the connection is taken as plaintext (Istio sets it on
 /// the inbound listener; `0` waits for ever). Without it Envoy's own 15 s apply.
@@ -265,7 +280,11 @@ pub(super) fn listener(
             .into_iter()
             .collect();
     let mut user_tls = false;
+    // Ports with a listener of their own (`captureMode: NONE`).
+    let mut own = Vec::new();
     for (&port, inbound) in ports {
+        let mut port_chains = Vec::new();
+        let mut port_tls = false;
         let protocol = inbound.protocol;
         let cluster = names::inbound_cluster(port);
         let http = protocol.is_http();
@@ -283,8 +302,8 @@ pub(super) fn listener(
         // mesh mTLS wins where it is on).
         match inbound.tls.as_ref() {
             Some(tls) if matches!(mode, None | Some(MtlsMode::Disable)) => {
-                user_tls = true;
-                chains.push(FilterChain {
+                port_tls = true;
+                port_chains.push(FilterChain {
                     name: cluster.clone(),
                     filter_chain_match: Some(FilterChainMatch {
                         destination_port: u32_value(u32::from(port)),
@@ -296,7 +315,20 @@ pub(super) fn listener(
                     ..Default::default()
                 });
             }
-            _ => chains.extend(by_mode(mode, &cluster, Some(port), http, filter, &tcp)),
+            _ => port_chains.extend(by_mode(mode, &cluster, Some(port), http, filter, &tcp)),
+        }
+        match &inbound.bind {
+            Some(address) => own.push(sidecar::own_listener(
+                address,
+                port,
+                port_chains,
+                mtls.is_some() || port_tls,
+                detection,
+            )),
+            None => {
+                chains.extend(port_chains);
+                user_tls |= port_tls;
+            }
         }
     }
     let passthrough = tcp_to(authz, names::INBOUND_PASSTHROUGH_CLUSTER);
@@ -335,13 +367,17 @@ pub(super) fn listener(
         ..Default::default()
     };
     // RBAC policies are a protobuf map, whose encoding varies with its order.
-    let resource = if authz.is_empty() {
-        Resource::encode(names::VIRTUAL_INBOUND, &listener)
-    } else {
-        Resource::encode_unordered(names::VIRTUAL_INBOUND, &listener)
+    let encode = |l: &Listener| {
+        if authz.is_empty() {
+            Resource::encode(l.name.clone(), l)
+        } else {
+            Resource::encode_unordered(l.name.clone(), l)
+        }
     };
     let mut set = ResourceSet::new();
-    insert(&mut set, resource);
+    for l in std::iter::once(&listener).chain(&own) {
+        insert(&mut set, encode(l));
+    }
     set
 }
 

@@ -11,24 +11,10 @@ pub(crate) struct Pki {
     /// The server certificate.
     pub(crate) cert: CertificateDer<'static>,
     /// The server certificate (PEM).
-    #[cfg_attr(
-        not(feature = "kubernetes"),
-        expect(
-            dead_code,
-            reason = "the Kubernetes Secrets of kubernetes::credentials"
-        )
-    )]
     pub(crate) cert_pem: String,
     /// Its key.
     pub(crate) key: PrivateKeyDer<'static>,
     /// Its key (PKCS#8 PEM).
-    #[cfg_attr(
-        not(feature = "kubernetes"),
-        expect(
-            dead_code,
-            reason = "the Kubernetes Secrets of kubernetes::credentials"
-        )
-    )]
     pub(crate) key_pem: String,
 }
 

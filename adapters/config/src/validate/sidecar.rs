@@ -71,13 +71,13 @@ fn check_ingress(sc: &Sidecar, p: &mut Problems) {
             let protocol = listener.port.as_ref().map_or("", |p| p.protocol.as_str());
             check_ingress_tls(p, &format!("{path}.tls"), tls, protocol);
         }
-        for (field, set) in [
-            ("bind", !listener.bind.is_empty()),
-            ("captureMode", listener.capture_mode.is_some()),
-        ] {
-            if set {
-                p.ignored(format!("{path}.{field}"));
-            }
+        check_bind(p, &path, &listener.bind, listener.capture_mode.as_deref());
+        if !listener.bind.is_empty() && listener.capture_mode.as_deref() != Some("NONE") {
+            p.warn(
+                format!("{path}.bind"),
+                "has effect only with captureMode NONE: captured traffic arrives on the inbound \
+                 capture port",
+            );
         }
         if let Some(pool) = &listener.connection_pool {
             super::traffic_policy::check_connection_pool(
@@ -153,6 +153,24 @@ fn check_sidecar_port(p: &mut Problems, path: &str, port: &crate::SidecarPort) {
     }
 }
 
+/// A listener's `bind` (an IP address) and `captureMode` (`DEFAULT`, `IPTABLES`, `NONE`).
+fn check_bind(p: &mut Problems, path: &str, bind: &str, capture_mode: Option<&str>) {
+    if !bind.is_empty() && bind.parse::<std::net::IpAddr>().is_err() {
+        p.error(
+            format!("{path}.bind"),
+            format!("{bind:?} is not an IP address"),
+        );
+    }
+    if let Some(mode) = capture_mode
+        && !matches!(mode, "DEFAULT" | "IPTABLES" | "NONE")
+    {
+        p.error(
+            format!("{path}.captureMode"),
+            format!("{mode:?} is not DEFAULT, IPTABLES or NONE"),
+        );
+    }
+}
+
 /// Egress listeners. As in Istio, only one may leave out the port (the catch-all), and it
 /// comes last so that listeners with ports take precedence.
 fn check_egress(sc: &Sidecar, p: &mut Problems) {
@@ -182,20 +200,7 @@ fn check_egress(sc: &Sidecar, p: &mut Problems) {
                 p.error(&path, "the listener without a port must be the last one");
             }
         }
-        if !listener.bind.is_empty() && listener.bind.parse::<std::net::IpAddr>().is_err() {
-            p.error(
-                format!("{path}.bind"),
-                format!("{:?} is not an IP address", listener.bind),
-            );
-        }
-        if let Some(mode) = listener.capture_mode.as_deref()
-            && !matches!(mode, "DEFAULT" | "IPTABLES" | "NONE")
-        {
-            p.error(
-                format!("{path}.captureMode"),
-                format!("{mode:?} is not DEFAULT, IPTABLES or NONE"),
-            );
-        }
+        check_bind(p, &path, &listener.bind, listener.capture_mode.as_deref());
         if listener.port.is_none()
             && (!listener.bind.is_empty() || listener.capture_mode.as_deref() == Some("NONE"))
         {

@@ -4,7 +4,9 @@
 //!   pool shapes the port's inbound cluster (its circuit breakers, connect timeout, keepalive
 //!   and HTTP options) as a DestinationRule's shapes an outbound one, so the workload's side
 //!   can refuse what it cannot take;
-//! - an ingress listener's `tls`, which the port's chain terminates (see `inbound::listener`).
+//! - an ingress listener's `tls`, which the port's chain terminates (see `inbound::listener`);
+//! - an ingress listener's `captureMode: NONE`: the port's listener of its own
+//!   ([`own_listener`]).
 //!
 //! Both are part of the inbound memo's key, as [`Keyed`] values.
 
@@ -15,6 +17,11 @@ use serde::Serialize;
 use wayfinder_config::{ConnectionPoolSettings, Sidecar};
 
 use super::Ports;
+use crate::xds::generate::listener::tls_inspector;
+use crate::xds::generate::proto::socket_address;
+use crate::xds::names;
+use crate::xds::pb::core::TrafficDirection;
+use crate::xds::pb::listener::{FilterChain, Listener};
 
 /// Settings in the inbound memo's key: compared, ordered and hashed by their JSON, since
 /// configuration types (durations, lists) have no `Hash`.
@@ -73,5 +80,34 @@ pub(in crate::xds::generate) fn apply(ports: &mut Ports, sidecar: &Sidecar) {
                 .flatten()
         });
         port.pool = own.map(Keyed::new).or_else(|| whole.clone());
+    }
+}
+
+/// The listener of a port whose Sidecar ingress listener has `captureMode: NONE`:
+/// `<address>_<port>`, binding that address and port itself, with the port's `chains`; a TLS
+/// inspector where they tell TLS from plaintext (`inspects`), with `detection` as on
+/// `virtualInbound`.
+pub(in crate::xds::generate) fn own_listener(
+    address: &str,
+    port: u16,
+    chains: Vec<FilterChain>,
+    inspects: bool,
+    detection: Option<std::time::Duration>,
+) -> Listener {
+    Listener {
+        name: names::listener(address, port),
+        address: socket_address(address, port),
+        listener_filters: if inspects {
+            vec![tls_inspector()]
+        } else {
+            Vec::new()
+        },
+        continue_on_listener_filters_timeout: inspects,
+        listener_filters_timeout: detection
+            .filter(|_| inspects)
+            .map(crate::xds::generate::policy::duration),
+        traffic_direction: TrafficDirection::Inbound as i32,
+        filter_chains: chains,
+        ..Default::default()
     }
 }

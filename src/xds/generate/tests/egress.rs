@@ -256,3 +256,31 @@ fn an_ingress_listener_s_tls_is_terminated_on_its_port_where_mesh_mtls_is_off() 
         "envoy.filters.network.http_connection_manager"
     );
 }
+
+#[test]
+fn an_ingress_listener_with_capture_mode_none_has_a_listener_of_its_own() {
+    let s = snapshot_with(
+        "ingress:\n- port: {number: 9090, protocol: HTTP, name: http}\n  \
+           defaultEndpoint: 127.0.0.1:8080\n  bind: 127.0.0.2\n  captureMode: NONE\n\
+         - port: {number: 9091, protocol: TCP}\n  defaultEndpoint: 127.0.0.1:9091\n\
+         egress:\n- hosts: ['./*']\n",
+    );
+    let r = s.resources(&sidecar(), TypeUrl::Listener, &BTreeSet::new());
+    let own = Listener::decode(r.get("127.0.0.2_9090").unwrap().any().value.as_slice()).unwrap();
+    assert_eq!(format!("{:?}", own.address).matches("127.0.0.2").count(), 1);
+    assert_eq!(own.bind_to_port, None, "Envoy's default: it binds");
+    assert_eq!(own.filter_chains.len(), 1);
+    assert_eq!(
+        own.filter_chains[0].filters[0].name,
+        "envoy.filters.network.http_connection_manager"
+    );
+    let inbound =
+        Listener::decode(r.get("virtualInbound").unwrap().any().value.as_slice()).unwrap();
+    let names: Vec<&str> = inbound
+        .filter_chains
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(names.contains(&"inbound|9091||"), "{names:?}");
+    assert!(!names.contains(&"inbound|9090||"), "{names:?}");
+}
