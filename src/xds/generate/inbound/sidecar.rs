@@ -8,7 +8,8 @@
 //! - an ingress listener's `captureMode: NONE`: the port's listener of its own
 //!   ([`own_listener`]).
 //!
-//! Both are part of the inbound memo's key, as [`Keyed`] values.
+//! All three are part of the inbound memo's key: pools and TLS as [`Keyed`] values, the
+//! address to bind as text.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
