@@ -7,7 +7,7 @@
 //!
 //! Everything comes from the debug pages of each replica (`--addr`, repeatable):
 //! `/debug/syncz` for the list, then `/debug/config_dump?proxyID=` and its `sync` section for
-//! one proxy. The lines are made by [`table`] and [`diff`], from those pages' JSON alone.
+//! one proxy. The lines are made by `table.rs` and `diff.rs`, from those pages' JSON alone.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -66,7 +66,7 @@ pub struct Connection {
 
 impl AdsServer {
     /// `/debug/syncz`: every connected stream, in connection order, with its proxy and the
-    /// state of each type (see [`type_json`]).
+    /// state of each type (see `type_json`).
     pub fn syncz(&self) -> Value {
         let at = now();
         let conns = self.connections();
@@ -97,7 +97,7 @@ impl AdsServer {
 
     /// What the most recently connected proxy with this id is served now, as JSON: each type's
     /// resources filtered by its subscription, and under `sync` each type's state (see
-    /// [`sync`]).
+    /// `sync` in `ads/pages.rs`).
     pub fn config_dump(&self, proxy_id: &str) -> Option<Value> {
         let conn = self
             .connections()
