@@ -250,7 +250,10 @@ impl Report<'_> {
             "phase", "secs", "type", "responses", "resources", "bytes", "removed"
         );
         for p in j["phases"].as_array().into_iter().flatten() {
-            for (n, t) in TypeUrl::PUSH_ORDER.iter().enumerate() {
+            let counted = TypeUrl::PUSH_ORDER
+                .iter()
+                .filter(|t| p["types"].get(t.short()).is_some());
+            for (n, t) in counted.enumerate() {
                 let c = &p["types"][t.short()];
                 let (name, secs) = if n == 0 {
                     (
@@ -309,8 +312,10 @@ fn initial_json(i: &Initial, clients: usize) -> Value {
 
 fn phase_json(name: &str, from: &Sample, to: &Sample) -> Value {
     let d = |t: usize, k: usize| to.counters[t][k] - from.counters[t][k];
+    // The simulated clients subscribe to CDS, EDS, LDS and RDS only: the types with a counter.
     let types: serde_json::Map<String, Value> = TypeUrl::PUSH_ORDER
         .iter()
+        .filter(|t| (**t as usize) < to.counters.len())
         .map(|t| {
             let i = *t as usize;
             let v = json!({
