@@ -14,6 +14,10 @@
 // every PNG is valid and of its size and that the degraded row holds `degraded_rgb` (the
 // CSS's --degraded) while a healthy row does not. Prints {"phase": "after", ...}; any
 // failure is an exception: a message on stderr and exit status 1.
+//
+// With "token" in the options (a server with --debug-token-file, reached from another
+// host), it checks the page's token handling instead (see withToken) and prints
+// {"phase": "token", ...}.
 "use strict";
 
 const fs = require("fs");
@@ -120,73 +124,106 @@ async function main() {
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
+  context.setDefaultTimeout(TIMEOUT_MS);
   try {
     const page = context.pages()[0] || (await context.newPage());
-    page.setDefaultTimeout(TIMEOUT_MS);
-    const problems = [];
-    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
-    page.on("pageerror", (e) => problems.push(String(e)));
-    page.on("response", (r) => { if (r.status() >= 400) problems.push(r.status() + " " + r.url()); });
-
-    const answer = await page.goto(opts.url);
-    check(answer.status() === 200, "GET /ui answered " + answer.status());
-    const headers = answer.headers();
-    check(headers["content-type"] === "text/html; charset=utf-8", "/ui content type " +
-      headers["content-type"]);
-    check((headers["content-security-policy"] || "").startsWith("default-src 'none'"),
-      "/ui CSP: " + headers["content-security-policy"]);
-    for (const [file, type] of [["app.js", "text/javascript"], ["app.css", "text/css"],
-      ["favicon.svg", "image/svg+xml"]]) {
-      const r = await page.request.get(new URL(file, opts.url + "/").href);
-      check(r.status() === 200 && r.headers()["content-type"].startsWith(type),
-        file + ": " + r.status() + " " + r.headers()["content-type"]);
-    }
-
-    await page.waitForSelector("body[data-loaded=true]");
-    for (const r of opts.registries) {
-      await page.waitForSelector(`#registries tr[data-registry="${r}"].healthy`);
-    }
-    for (const s of opts.services) {
-      await page.waitForSelector(`#services tr[data-service="${s}"]`);
-    }
-    const cds = page.locator(`#proxies tr[data-proxy="${opts.proxy}"] td[data-type="cds"]`);
-    await cds.filter({ hasText: "SYNCED" }).waitFor();
-    await page.waitForSelector(`#refused tr[data-refused="${opts.refused}"] td.error`);
-    await page.waitForSelector("#push-chart svg rect.cds");
-    const counts = {
-      registries: await page.locator("#registries tbody tr[data-registry]").count(),
-      service_rows: await page.locator("#services tbody tr[data-service]").count(),
-      proxies: await page.locator("#proxies tbody tr[data-proxy]").count(),
-      chart_bars: await page.locator("#push-chart svg rect").count(),
-    };
-    const mesh = await shot(page, path.join(opts.out, "mesh.png"));
-    check(mesh.width === VIEWPORT.width && mesh.height === VIEWPORT.height,
-      `mesh.png is ${mesh.width}x${mesh.height}, not the viewport`);
-    const healthyRow = page.locator(`#registries tr[data-registry="${opts.degrade}"]`);
-    const before = await shot(healthyRow, path.join(opts.out, "healthy-row.png"));
-    check(countColour(before, opts.degraded_rgb) === 0,
-      "the healthy row already shows the degraded colour");
-    console.log(JSON.stringify({ phase: "before", counts }));
-
-    await nextLine();
-    const row = page.locator(`#registries tr[data-registry="${opts.degrade}"].degraded`);
-    await row.filter({ hasText: "degraded" }).waitFor();
-    const error = await row.locator("td.error").innerText();
-    const whole = await shot(page, path.join(opts.out, "degraded.png"));
-    check(whole.width === VIEWPORT.width && whole.height === VIEWPORT.height,
-      `degraded.png is ${whole.width}x${whole.height}, not the viewport`);
-    const after = await shot(row, path.join(opts.out, "degraded-row.png"));
-    const box = await row.boundingBox();
-    // The shot covers the row's box rounded outwards to whole pixels.
-    check(Math.abs(after.width - box.width) < 2 && Math.abs(after.height - box.height) < 2,
-      `degraded-row.png is ${after.width}x${after.height}, the row ${box.width}x${box.height}`);
-    const red = countColour(after, opts.degraded_rgb);
-    check(red > 50, "the degraded row has " + red + " pixels of the degraded colour");
-    check(problems.length === 0, "the page logged errors: " + problems.join("\n"));
-    console.log(JSON.stringify({ phase: "after", error, degraded_pixels: red }));
+    await (opts.token ? withToken(context, page, opts) : mesh(page, opts));
   } finally {
     await context.close();
   }
+}
+
+// From another host: the page asks for the token on the pages' 403, refuses a wrong one,
+// works with the right one typed in; and in a new tab, with the token in the fragment,
+// which leaves the address bar at once.
+async function withToken(context, page, opts) {
+  await page.goto(opts.url);
+  const why = page.locator("#token-form:not([hidden]) #token-why");
+  await why.filter({ hasText: "--debug-token-file" }).waitFor();
+  const asked = await why.innerText();
+  await page.fill("#token-input", opts.token + "-wrong");
+  await page.press("#token-input", "Enter");
+  await why.filter({ hasText: "not the one" }).waitFor();
+  await page.fill("#token-input", opts.token);
+  await page.press("#token-input", "Enter");
+  await page.waitForSelector("body[data-loaded=true] #registries tr[data-registry=Mock]");
+  check(await page.locator("#token-form").isHidden(), "the token form stays after the token");
+  const typed = await shot(page, path.join(opts.out, "token.png"));
+  check(typed.width === VIEWPORT.width, "token.png is not the viewport's width");
+
+  const tab = await context.newPage();
+  await tab.goto(opts.url + "#token=" + encodeURIComponent(opts.token));
+  await tab.waitForSelector("body[data-loaded=true] #registries tr[data-registry=Mock]");
+  const address = tab.url();
+  check(!address.includes(opts.token), "the token stays in the address: " + address);
+  const kept = await tab.evaluate(() => sessionStorage.getItem("wayfinder-debug-token"));
+  check(kept === opts.token, "sessionStorage holds " + JSON.stringify(kept));
+  console.log(JSON.stringify({ phase: "token", asked, address }));
+}
+
+// The mesh, then a registry turning degraded (see the top of this file).
+async function mesh(page, opts) {
+  const problems = [];
+  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  page.on("pageerror", (e) => problems.push(String(e)));
+  page.on("response", (r) => { if (r.status() >= 400) problems.push(r.status() + " " + r.url()); });
+
+  const answer = await page.goto(opts.url);
+  check(answer.status() === 200, "GET /ui answered " + answer.status());
+  const headers = answer.headers();
+  check(headers["content-type"] === "text/html; charset=utf-8", "/ui content type " +
+    headers["content-type"]);
+  check((headers["content-security-policy"] || "").startsWith("default-src 'none'"),
+    "/ui CSP: " + headers["content-security-policy"]);
+  for (const [file, type] of [["app.js", "text/javascript"], ["app.css", "text/css"],
+    ["favicon.svg", "image/svg+xml"]]) {
+    const r = await page.request.get(new URL(file, opts.url + "/").href);
+    check(r.status() === 200 && r.headers()["content-type"].startsWith(type),
+      file + ": " + r.status() + " " + r.headers()["content-type"]);
+  }
+
+  await page.waitForSelector("body[data-loaded=true]");
+  for (const r of opts.registries) {
+    await page.waitForSelector(`#registries tr[data-registry="${r}"].healthy`);
+  }
+  for (const s of opts.services) {
+    await page.waitForSelector(`#services tr[data-service="${s}"]`);
+  }
+  const cds = page.locator(`#proxies tr[data-proxy="${opts.proxy}"] td[data-type="cds"]`);
+  await cds.filter({ hasText: "SYNCED" }).waitFor();
+  await page.waitForSelector(`#refused tr[data-refused="${opts.refused}"] td.error`);
+  await page.waitForSelector("#push-chart svg rect.cds");
+  const counts = {
+    registries: await page.locator("#registries tbody tr[data-registry]").count(),
+    service_rows: await page.locator("#services tbody tr[data-service]").count(),
+    proxies: await page.locator("#proxies tbody tr[data-proxy]").count(),
+    chart_bars: await page.locator("#push-chart svg rect").count(),
+  };
+  const mesh = await shot(page, path.join(opts.out, "mesh.png"));
+  check(mesh.width === VIEWPORT.width && mesh.height === VIEWPORT.height,
+    `mesh.png is ${mesh.width}x${mesh.height}, not the viewport`);
+  const healthyRow = page.locator(`#registries tr[data-registry="${opts.degrade}"]`);
+  const before = await shot(healthyRow, path.join(opts.out, "healthy-row.png"));
+  check(countColour(before, opts.degraded_rgb) === 0,
+    "the healthy row already shows the degraded colour");
+  console.log(JSON.stringify({ phase: "before", counts }));
+
+  await nextLine();
+  const row = page.locator(`#registries tr[data-registry="${opts.degrade}"].degraded`);
+  await row.filter({ hasText: "degraded" }).waitFor();
+  const error = await row.locator("td.error").innerText();
+  const whole = await shot(page, path.join(opts.out, "degraded.png"));
+  check(whole.width === VIEWPORT.width && whole.height === VIEWPORT.height,
+    `degraded.png is ${whole.width}x${whole.height}, not the viewport`);
+  const after = await shot(row, path.join(opts.out, "degraded-row.png"));
+  const box = await row.boundingBox();
+  // The shot covers the row's box rounded outwards to whole pixels.
+  check(Math.abs(after.width - box.width) < 2 && Math.abs(after.height - box.height) < 2,
+    `degraded-row.png is ${after.width}x${after.height}, the row ${box.width}x${box.height}`);
+  const red = countColour(after, opts.degraded_rgb);
+  check(red > 50, "the degraded row has " + red + " pixels of the degraded colour");
+  check(problems.length === 0, "the page logged errors: " + problems.join("\n"));
+  console.log(JSON.stringify({ phase: "after", error, degraded_pixels: red }));
 }
 
 main().then(() => process.exit(0), (e) => {

@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use wayfinder::xds::TypeUrl;
 
+use crate::debug_access::{Netns, OTHER_HOST, port};
 use crate::support::ads::{Ads, sidecar};
 use crate::support::binary::Wayfinder;
 use crate::support::fixtures::{service_entry, write};
@@ -77,10 +78,13 @@ fn browser() -> Option<Browser> {
                 tools::REQUIRE_ENV
             );
         }
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP: the /ui browser test needs {why} (scripts/install-test-tools)"
-        );
+        static NOTICE: std::sync::Once = std::sync::Once::new();
+        NOTICE.call_once(|| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP: the /ui browser tests need {why} (scripts/install-test-tools)"
+            );
+        });
         return None;
     }
     Some(Browser {
@@ -160,35 +164,8 @@ async fn the_web_view_shows_the_mesh_and_a_registry_turning_degraded() {
         "degrade": "File",
         "degraded_rgb": DEGRADED_RGB,
     });
-    let mut child = Command::new(&browser.node)
-        .arg(&browser.script)
-        .arg(opts.to_string())
-        .env("NODE_PATH", &browser.node_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start node");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut stderr = child.stderr.take().unwrap();
-    let mut phase = async |name: &str| -> Value {
-        let line = tokio::time::timeout(PHASE, lines.next_line()).await;
-        let line = match line {
-            Ok(Ok(Some(line))) => line,
-            other => {
-                let mut err = String::new();
-                let _ = tokio::time::timeout(PHASE, stderr.read_to_string(&mut err)).await;
-                panic!("ui.js ended or hung before phase {name} ({other:?}):\n{err}");
-            }
-        };
-        let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        assert_eq!(value["phase"], name, "{value}");
-        value
-    };
-
-    let before = phase("before").await;
+    let mut driver = Driver::spawn(Command::new(&browser.node), &browser, &opts);
+    let before = driver.phase("before").await;
     let counts = &before["counts"];
     assert!(counts["registries"].as_u64() >= Some(4), "{before}"); // + AutoRegistration
     assert_eq!(counts["proxies"], 1, "{before}");
@@ -197,15 +174,11 @@ async fn the_web_view_shows_the_mesh_and_a_registry_turning_degraded() {
     }
 
     write(&files, "echo.yaml", BROKEN);
-    stdin.write_all(b"degrade\n").await.unwrap();
-    let after = phase("after").await;
+    driver.go_on().await;
+    let after = driver.phase("after").await;
     let error = after["error"].as_str().unwrap();
     assert!(error.contains("echo.yaml"), "the row's last error: {after}");
-    let status = tokio::time::timeout(PHASE, child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "ui.js: {status}");
+    driver.finish().await;
     for name in ["degraded.png", "degraded-row.png"] {
         assert!(shots.join(name).is_file(), "{name} in {}", shots.display());
     }
@@ -214,5 +187,105 @@ async fn the_web_view_shows_the_mesh_and_a_registry_turning_degraded() {
         for name in ["mesh.png", "degraded.png", "degraded-row.png"] {
             std::fs::copy(shots.join(name), Path::new(&keep).join(name)).unwrap();
         }
+    }
+}
+
+/// From another host (a network namespace's veth address, as in `debug_access`) with
+/// `--debug-token-file`: the page asks for the token on the pages' 403, refuses a wrong one
+/// (which the server logs as a wrong bearer token: the page sent it as one), works once the
+/// right one is typed, and in a new tab with `#token=` in the address, which it removes.
+#[tokio::test]
+async fn from_another_host_the_page_asks_for_the_token_and_keeps_it_out_of_the_address() {
+    let Some(browser) = browser() else { return };
+    let Some(ns) = Netns::create() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    let token = "ui-test-token_0123456789";
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let w = ns
+        .server(
+            "0.0.0.0:0",
+            &["--debug-token-file", token_file.to_str().unwrap()],
+        )
+        .await;
+    let opts = json!({
+        "url": format!("http://{OTHER_HOST}:{}/ui", port(w.http)),
+        "out": dir.path(),
+        "chromium": CHROMIUM,
+        "token": token,
+    });
+    let command = Command::from(ns.command(&browser.node));
+    let mut driver = Driver::spawn(command, &browser, &opts);
+    let seen = driver.phase("token").await;
+    assert!(
+        seen["asked"]
+            .as_str()
+            .is_some_and(|a| a.contains("Authorization: Bearer")),
+        "{seen}"
+    );
+    driver.finish().await;
+    w.wait_log("the wrong token's warning", |l| {
+        l["message"] == "debug page refused: wrong bearer token"
+    })
+    .await;
+    assert!(dir.path().join("token.png").is_file());
+}
+
+/// `ui.js` running: its JSON lines, one per phase.
+struct Driver {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    stderr: tokio::process::ChildStderr,
+}
+
+impl Driver {
+    /// Runs `ui.js OPTS` with `command` (node, perhaps under a wrapper that execs it).
+    fn spawn(mut command: Command, browser: &Browser, opts: &Value) -> Self {
+        let mut child = command
+            .arg(&browser.script)
+            .arg(opts.to_string())
+            .env("NODE_PATH", &browser.node_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start node");
+        Self {
+            stdin: child.stdin.take().unwrap(),
+            lines: BufReader::new(child.stdout.take().unwrap()).lines(),
+            stderr: child.stderr.take().unwrap(),
+            child,
+        }
+    }
+
+    /// The line of phase `name`; fails with the script's stderr if it ended instead.
+    async fn phase(&mut self, name: &str) -> Value {
+        let line = match tokio::time::timeout(PHASE, self.lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            other => {
+                let mut err = String::new();
+                let _ = tokio::time::timeout(PHASE, self.stderr.read_to_string(&mut err)).await;
+                panic!("ui.js ended or hung before phase {name} ({other:?}):\n{err}");
+            }
+        };
+        let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(value["phase"], name, "{value}");
+        value
+    }
+
+    /// Tells the script to go on to its next phase.
+    async fn go_on(&mut self) {
+        self.stdin.write_all(b"go on\n").await.unwrap();
+    }
+
+    /// Waits for the script to exit, which must be with success.
+    async fn finish(mut self) {
+        let status = tokio::time::timeout(PHASE, self.child.wait())
+            .await
+            .expect("ui.js to exit")
+            .unwrap();
+        assert!(status.success(), "ui.js: {status}");
     }
 }
