@@ -6,7 +6,7 @@
 //! | path | what |
 //! |---|---|
 //! | `/ready` | 200 once every registry synced (or the sync timeout passed), else 503; with `--ready-requires-healthy`, also 503 while a registry is degraded |
-//! | `/ui` | a web view of these pages for people (see [`ui`]): the HTML, its style and script; loopback peers, and others when a token file is set |
+//! | `/ui` | a web view of these pages for people (see `debug/ui.rs`): the HTML, its style and script; loopback peers, and others when a token file is set |
 //! | `/debug` | this list |
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
