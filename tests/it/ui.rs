@@ -107,6 +107,13 @@ const REFUSED: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\
 #[tokio::test]
 async fn the_web_view_shows_the_mesh_and_a_registry_turning_degraded() {
     let Some(browser) = browser() else { return };
+    let [r, g, b] = DEGRADED_RGB;
+    let css = include_str!("../../src/debug/ui/app.css");
+    let declared = format!("--degraded: #{r:02x}{g:02x}{b:02x};");
+    assert!(
+        css.contains(&declared),
+        "app.css no longer declares {declared}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let (files, config, shots) = (
         dir.path().join("files"),
@@ -155,6 +162,8 @@ async fn the_web_view_shows_the_mesh_and_a_registry_turning_degraded() {
         "registries": ["Mock", "File", "Config"],
         "services": [
             "default/productpage.default.svc.cluster.local",
+            "default/details.default.svc.cluster.local",
+            "default/ratings.default.svc.cluster.local",
             "default/reviews.default.svc.cluster.local",
             "default/echo.example.com",
             "default/other.example.com",
