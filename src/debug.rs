@@ -6,6 +6,7 @@
 //! | path | what |
 //! |---|---|
 //! | `/ready` | 200 once every registry synced (or the sync timeout passed), else 503; with `--ready-requires-healthy`, also 503 while a registry is degraded |
+//! | `/ui` | a web view of these pages for people (see `debug/ui.rs`): the HTML, its style and script; loopback peers, and others when a token file is set |
 //! | `/debug` | this list |
 //! | `/debug/registryz` | per registry: status, last error and its services; merge conflicts |
 //! | `/debug/endpointz[?svc=HOST]` | merged services with every endpoint and its registry |
@@ -35,6 +36,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 mod configz;
+mod ui;
 
 use crate::mesh_config::MeshStatus;
 use crate::metrics::Exposition;
@@ -53,7 +55,7 @@ struct Debug {
     ready_requires_healthy: bool,
 }
 
-const PAGES: [(&str, &str); 8] = [
+const PAGES: [(&str, &str); 9] = [
     (
         "/ready",
         "200 once every registry synced or the sync timeout passed",
@@ -80,6 +82,10 @@ const PAGES: [(&str, &str); 8] = [
         "the latest 256 pushes: proxy, type, resources, bytes, time since publication",
     ),
     ("/debug", "this list"),
+    (
+        "/ui",
+        "a web view of these pages, for a browser (HTML; data from the pages above)",
+    ),
 ];
 
 /// istiod's debug paths that have a page here, and the page each answers as. istiod's
@@ -126,6 +132,7 @@ pub fn router(
     ready_requires_healthy: bool,
     token: Option<DebugToken>,
 ) -> Router {
+    let ui = ui::router(token.clone());
     let mut router = Router::new()
         .route("/debug", get(list))
         .route("/debug/registryz", get(registryz))
@@ -146,6 +153,7 @@ pub fn router(
         // Every route above needs trust; `/ready`, below, stays open for probes.
         .route_layer(middleware::from_fn_with_state(token, trust::require))
         .route("/ready", get(ready))
+        .merge(ui)
         .with_state(Debug {
             model,
             ads,

@@ -190,6 +190,21 @@ pub(crate) fn check(
     }
 }
 
+/// Whether `peer` may load `/ui`, a page that holds no data and reads the debug pages with
+/// the token a user gives it: loopback peers, and other peers when a token is configured
+/// (without one they could read nothing). The refusal's body is the debug pages'.
+pub(crate) fn may_ask(
+    token: Option<&DebugToken>,
+    peer: Option<SocketAddr>,
+) -> Result<(), &'static str> {
+    let loopback = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
+    if loopback || token.is_some() {
+        Ok(())
+    } else {
+        Err(Refusal::NoTokenConfigured.body())
+    }
+}
+
 /// The credentials of `Bearer CREDENTIALS` (the scheme is case-insensitive, RFC 9110).
 fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(7)?;
@@ -288,6 +303,19 @@ mod tests {
             super::check(Some(&token), None, &headers(None)),
             Err(Refusal::Missing),
             "a request without a peer address is not loopback"
+        );
+    }
+
+    #[test]
+    fn the_ui_answers_those_who_could_read_the_pages() {
+        let token = DebugToken::new("s3cret-token").unwrap();
+        assert_eq!(may_ask(None, peer("127.0.0.1:5000")), Ok(()));
+        assert_eq!(may_ask(Some(&token), peer("198.51.100.7:4000")), Ok(()));
+        let refused = may_ask(None, peer("198.51.100.7:4000")).unwrap_err();
+        assert!(refused.contains("--debug-token-file"), "{refused}");
+        assert!(
+            may_ask(None, None).is_err(),
+            "no peer address is not loopback"
         );
     }
 

@@ -22,17 +22,17 @@ use crate::support::eventually;
 use crate::tools;
 
 /// The address the namespace's veth end holds.
-const OTHER_HOST: &str = "198.51.100.1";
+pub(crate) const OTHER_HOST: &str = "198.51.100.1";
 
 /// A network namespace of this test process, deleted when dropped.
-struct Netns {
+pub(crate) struct Netns {
     name: String,
 }
 
 impl Netns {
     /// Makes a namespace with `lo` up and [`OTHER_HOST`] on a veth pair; `None` (after a
     /// notice) where namespaces cannot be made and the run does not require them.
-    fn create() -> Option<Self> {
+    pub(crate) fn create() -> Option<Self> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!(
             "wf-{}-{}",
@@ -71,9 +71,9 @@ impl Netns {
     }
 
     /// `ip netns exec NAME PROGRAM`: the program runs in the namespace under its own pid.
-    fn command(&self, program: &str) -> Command {
+    pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut command = Command::new("ip");
-        command.args(["netns", "exec", &self.name, program]);
+        command.args(["netns", "exec", &self.name]).arg(program);
         command
     }
 
@@ -88,7 +88,7 @@ impl Netns {
     }
 
     /// Starts `wayfinder discovery` inside the namespace, debug pages on `http_addr`.
-    async fn server(&self, http_addr: &str, more: &[&str]) -> Wayfinder {
+    pub(crate) async fn server(&self, http_addr: &str, more: &[&str]) -> Wayfinder {
         let mut command = tokio::process::Command::from(self.command(path()));
         command
             .args(["discovery", "--grpc-addr", "127.0.0.1:0"])
@@ -141,7 +141,7 @@ fn assert_forbidden(out: &Output, says: &str) {
     assert!(err.contains(says), "{err}");
 }
 
-fn port(addr: SocketAddr) -> u16 {
+pub(crate) fn port(addr: SocketAddr) -> u16 {
     assert_ne!(addr.port(), 0);
     addr.port()
 }
@@ -198,6 +198,10 @@ async fn other_hosts_need_the_bearer_token_of_debug_token_file() {
     let out = ns.request(&other, "/debug/adsz", Some(&token));
     assert_eq!(stdout(&out).trim(), "[]", "{}", stderr(&out));
 
+    // The web view loads from another host (it asks for the token; see tests/it/ui.rs).
+    let out = ns.request(&other, "/ui", None);
+    assert!(stdout(&out).contains("/ui/app.js"), "{}", stderr(&out));
+
     // Loopback inside the namespace needs no token.
     let out = ns.request(&loopback, "/debug/syncz", None);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -234,11 +238,15 @@ async fn without_a_token_file_only_loopback_reads_even_on_a_dual_stack_socket() 
     .await;
     let out = ns.request(&loopback, "/debug/syncz", None);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_forbidden(
-        &ns.request(&other, "/debug/syncz", None),
-        "answer only loopback peers; to let other hosts in, start the server with \
-         --debug-token-file",
-    );
+    for page in ["/debug/syncz", "/ui", "/ui/app.js"] {
+        assert_forbidden(
+            &ns.request(&other, page, None),
+            "answer only loopback peers; to let other hosts in, start the server with \
+             --debug-token-file",
+        );
+    }
+    let out = ns.request(&loopback, "/ui", None);
+    assert!(stdout(&out).contains("/ui/app.js"), "{}", stderr(&out));
 }
 
 #[test]

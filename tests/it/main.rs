@@ -48,6 +48,9 @@
 //!   `--push-send-timeout`, and a reading client still gets its configuration.
 //! - `logging`: client text in text and JSON logs, istiod's `--log_output_level` and
 //!   `--log_as_json`, a closed standard error.
+//! - `ui`: `/ui` in headless Chromium (Playwright): the demo's registries, services, a
+//!   proxy, a refused object and the push chart, then a registry turning degraded, checked
+//!   on screenshots taken in the run.
 //! - `bad_input`: malformed files and failing registries against the binary.
 //! - `hardening`: hostile clients with a raw HTTP/2 client: refused requests with their
 //!   status and log line, RSS within the request budget under many streams and connections,
@@ -105,6 +108,7 @@ mod secure;
 mod sidecar_ingress;
 mod support;
 mod tools;
+mod ui;
 mod upstream_tls;
 #[cfg(all(feature = "consul", feature = "eureka"))]
 mod vm_registries;
