@@ -16,6 +16,8 @@
 //!   recorded calls must be among them. A new watch without a rule fails; so does a rule
 //!   the code no longer needs. The example gateway's Role grants exactly what the access
 //!   review asks about its service account.
+//! - **The scan itself**, over a tree of its own: a new `Api<ConfigMap>` watch is seen and
+//!   missing from the ClusterRole; an unknown kind, a raw request and verbs on no kind fail it.
 //! - **A planted missing verb is caught**: each verb of each rule is removed in turn, and the
 //!   check reports exactly the calls that verb granted, and nothing else.
 //! - **Ports against the flags**: the Deployment's args are parsed with the binary's own flag
@@ -102,6 +104,70 @@ fn the_scan_finds_the_calls_of_the_code() {
         !every.contains(&call("create", "", "events")),
         "the primary's only"
     );
+}
+
+/// The scan over a tree of its own: a new watch is seen (and then missing from the
+/// ClusterRole), and what it cannot attribute fails it.
+#[test]
+fn the_scan_sees_a_new_watch_and_refuses_what_it_cannot_read() {
+    let tree = tempfile::tempdir().unwrap();
+    let file = |path: &str, text: &str| {
+        let path = tree.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    file(
+        "adapters/kubernetes/src/maps.rs",
+        "use k8s_openapi::api::core::v1::ConfigMap as Map;\n\
+         fn watch(client: kube::Client) { let api: Api<Map> = Api::all(client); \
+         let _ = watcher(api, Default::default()); }\n\
+         #[cfg(test)] mod tests { fn t(api: Api<Secret>) { api.delete(\"x\", &p); } }",
+    );
+    file(
+        "src/lib.rs",
+        "fn unrelated(map: &HashMap<u8, u8>) { map.get(&1); }",
+    );
+    let found = calls::scan(tree.path()).unwrap();
+    let new: BTreeSet<Call> = found.values().flatten().cloned().collect();
+    let expected = BTreeSet::from([
+        call("list", "", "configmaps"),
+        call("watch", "", "configmaps"),
+    ]);
+    assert_eq!(
+        new, expected,
+        "the watch, its alias read, the test module left out"
+    );
+    if let Some(kubectl) = kubectl() {
+        let (mut all, _) = scanned();
+        all.extend(new);
+        let objects = objects(&kustomize(&kubectl, KUSTOMIZATIONS[0]));
+        let verdict = check(&rules(&objects, "ClusterRole", "wayfinder"), &all);
+        assert_eq!(
+            verdict.missing, expected,
+            "a new watch without a rule fails"
+        );
+    }
+
+    file(
+        "src/raw.rs",
+        "fn raw(client: kube::Client) { client.request_text(req); }",
+    );
+    file(
+        "src/odd.rs",
+        "fn odd(c: kube::Client) { let api: Api<Widget> = Api::all(c); }",
+    );
+    file(
+        "src/lost.rs",
+        "fn lost(api: Handle) { api.create(&p, &o); }",
+    );
+    let problems = calls::scan(tree.path()).unwrap_err().join("\n");
+    for expected in [
+        "src/raw.rs: .request_text",
+        "src/odd.rs: Api<Widget>",
+        "src/lost.rs: verbs",
+    ] {
+        assert!(problems.contains(expected), "{expected} in:\n{problems}");
+    }
 }
 
 #[test]
