@@ -110,7 +110,7 @@ pub(crate) fn check_server(objects: &[Value]) -> ServerPorts {
     );
     assert!(d.kubernetes.kubeconfig.is_empty(), "in-cluster credentials");
     mounted(c, &d.secure.cacerts_dir);
-    mounted(c, &d.secure.ca_dir);
+    writable(pod, c, &d.secure.ca_dir, "the CA's directory");
     ports
 }
 
@@ -152,11 +152,45 @@ pub(crate) fn check_agent(objects: &[Value], pod: &Value, name: &str, server: &S
         "{name}: ready on the status port"
     );
     assert!(container_ports(c).contains(&proxy.status_port));
-    mounted(c, &proxy.config_path);
+    writable(pod, c, &proxy.config_path, "the bootstrap's directory");
     if proxy.identity.control_plane_auth_policy == ControlPlaneAuthPolicy::MutualTls {
         mounted(c, &proxy.identity.token_file);
         mounted(c, &proxy.identity.ca_root_cert);
+        // The SDS socket's directory, which the agent makes and chmods 0700: under a
+        // writable volume, and not a mount point itself (one it does not own).
+        let workdir = Path::new(c["workingDir"].as_str().expect("a workingDir"));
+        let socket = workdir.join(wayfinder::agent::sds::SOCKET);
+        let dir = socket.parent().unwrap();
+        writable(pod, c, dir, "the SDS socket's directory");
+        let mount_point = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| Path::new(m["mountPath"].as_str().unwrap()) == dir);
+        assert!(!mount_point, "{name}: {} is a mount point", dir.display());
     }
+}
+
+/// Checks that `path` lies on an `emptyDir` volume mounted into `container` of `pod`.
+fn writable(pod: &Value, container: &Value, path: &Path, what: &str) {
+    let volume = container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| path.starts_with(m["mountPath"].as_str().unwrap()))
+        .max_by_key(|m| m["mountPath"].as_str().unwrap().len())
+        .and_then(|m| {
+            pod["volumes"]
+                .as_array()?
+                .iter()
+                .find(|v| v["name"] == m["name"])
+        });
+    assert!(
+        volume.is_some_and(|v| v.get("emptyDir").is_some()),
+        "{}: {what} {} is on no emptyDir",
+        container["name"],
+        path.display()
+    );
 }
 
 /// Checks that `path` lies on a volume mounted into `container`.
