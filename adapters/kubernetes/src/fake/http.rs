@@ -9,7 +9,6 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::Fault;
 use super::access_review;
 use super::discovery;
 use super::kinds::KINDS;
@@ -21,6 +20,7 @@ use super::state::Shared;
 use super::status::{ApiError, json_response};
 use super::token_review;
 use super::watch::{self, Spec, Start};
+use super::{Call, Fault};
 
 /// Largest request body taken (the real server's limit is 3 MiB per object; lists are bigger).
 const BODY_LIMIT: usize = 64 << 20;
@@ -43,9 +43,11 @@ async fn handle(With(shared): With<Arc<Shared>>, request: Request) -> Response {
     let route = route::parse(parts.uri.path());
     let query = Query::parse(&parts.uri);
     let class = classify(&route, &parts.method, query.as_ref().ok());
+    let call = call(&route, &parts.method, matches!(class, Class::Watch(_)));
     let gate = gate(&shared).await;
     {
         let mut st = shared.lock();
+        st.counts.calls.extend(call);
         match class {
             Class::List(plural) => *st.counts.lists.entry(plural.to_owned()).or_insert(0) += 1,
             Class::Watch(plural) => *st.counts.watches.entry(plural.to_owned()).or_insert(0) += 1,
@@ -87,6 +89,41 @@ fn classify(route: &Route, method: &Method, query: Option<&Query>) -> Class {
         (Route::Collection(_) | Route::Object(..), _) => Class::Write,
         _ => Class::Other,
     }
+}
+
+/// The request as RBAC sees it (verb, group, resource), if it is an API call.
+fn call(route: &Route, method: &Method, watch: bool) -> Option<Call> {
+    let (group, resource, collection) = match route {
+        Route::Collection(t) => (KINDS[t.slot].group, KINDS[t.slot].plural.to_owned(), true),
+        Route::Object(t, _) if t.status => {
+            let kind = &KINDS[t.slot];
+            (kind.group, format!("{}/status", kind.plural), false)
+        }
+        Route::Object(t, _) => (KINDS[t.slot].group, KINDS[t.slot].plural.to_owned(), false),
+        Route::TokenReviews => ("authentication.k8s.io", "tokenreviews".to_owned(), true),
+        Route::SubjectAccessReviews => (
+            "authorization.k8s.io",
+            "subjectaccessreviews".to_owned(),
+            true,
+        ),
+        _ => return None,
+    };
+    let verb = match (method, collection) {
+        (&Method::GET, true) if watch => "watch",
+        (&Method::GET, true) => "list",
+        (&Method::GET, false) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "deletecollection",
+        (&Method::DELETE, false) => "delete",
+        _ => return None,
+    };
+    Some(Call {
+        verb: verb.to_owned(),
+        group: group.to_owned(),
+        resource,
+    })
 }
 
 /// Meets the fault: `Err` for a status fault; held while the fault is `Hang` (until it

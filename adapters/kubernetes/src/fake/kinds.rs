@@ -82,6 +82,23 @@ const fn security(plural: &'static str, singular: &'static str, kind: &'static s
     }
 }
 
+/// A built-in kind of the workload and access APIs (`apps/v1` Deployments, RBAC, …): stored
+/// and served like any other, so that `kubectl apply` finds their REST mapping.
+const fn workload(
+    group: &'static str,
+    versions: &'static [&'static str],
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+) -> Kind {
+    Kind {
+        group,
+        versions,
+        status: false,
+        ..core(plural, singular, kind)
+    }
+}
+
 /// Every stored kind; a kind's index here is its storage slot.
 pub(super) const KINDS: &[Kind] = &[
     Kind {
@@ -179,7 +196,63 @@ pub(super) const KINDS: &[Kind] = &[
             "RequestAuthentication",
         )
     },
+    Kind {
+        short: &["sa"],
+        ..workload(
+            "",
+            CORE,
+            "serviceaccounts",
+            "serviceaccount",
+            "ServiceAccount",
+        )
+    },
+    workload("", CORE, "podtemplates", "podtemplate", "PodTemplate"),
+    Kind {
+        status: true,
+        short: &["deploy"],
+        ..workload("apps", CORE, "deployments", "deployment", "Deployment")
+    },
+    Kind {
+        status: true,
+        short: &["pdb"],
+        ..workload(
+            "policy",
+            CORE,
+            "poddisruptionbudgets",
+            "poddisruptionbudget",
+            "PodDisruptionBudget",
+        )
+    },
+    Kind {
+        status: true,
+        short: &["hpa"],
+        ..workload(
+            "autoscaling",
+            &["v2"],
+            "horizontalpodautoscalers",
+            "horizontalpodautoscaler",
+            "HorizontalPodAutoscaler",
+        )
+    },
+    Kind {
+        namespaced: false,
+        ..workload(RBAC, CORE, "clusterroles", "clusterrole", "ClusterRole")
+    },
+    Kind {
+        namespaced: false,
+        ..workload(
+            RBAC,
+            CORE,
+            "clusterrolebindings",
+            "clusterrolebinding",
+            "ClusterRoleBinding",
+        )
+    },
+    workload(RBAC, CORE, "roles", "role", "Role"),
+    workload(RBAC, CORE, "rolebindings", "rolebinding", "RoleBinding"),
 ];
+
+const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// The kind served at `/api[s]/{group}/{version}/…/{plural}`, with its slot and the version.
 pub(super) fn by_path(group: &str, version: &str, plural: &str) -> Option<(usize, &'static str)> {
