@@ -329,6 +329,8 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
     let mut config_sources = config_dir_source(config)?;
     #[cfg_attr(not(feature = "kubernetes"), allow(unused_mut))]
     let mut kube_auto_registration = None;
+    #[cfg_attr(not(feature = "kubernetes"), allow(unused_mut))]
+    let mut election = None;
     // The primary cluster's Istio objects (`--config-source k8s`).
     #[cfg(feature = "kubernetes")]
     if let (true, Some(cluster), Some(client)) = (
@@ -336,16 +338,19 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         kube.clusters.first(),
         kube_clients.first(),
     ) {
+        // The replicas elect the one that writes what the deployment writes once.
+        let identity = crate::leader::identity();
+        let elected = crate::leader::Election::kubernetes(client.clone(), &identity);
         let namespace = kube.settings.namespace.clone();
-        let istio = IstioConfig::new(client.clone(), namespace, &cluster.id);
+        let istio = IstioConfig::new(client.clone(), namespace, &cluster.id)
+            .with_leadership(elected.leader.leadership());
         config_sources.push(Box::new(istio.config_source()));
         let id = RegistryId::new(KUBERNETES_CONFIG_REGISTRY);
         registries.push(Box::new(istio.entries(id)));
-        let writer = wayfinder_kubernetes::workload_entries::WorkloadEntries::new(
-            client.clone(),
-            &replica_name(),
-        );
+        let writer =
+            wayfinder_kubernetes::workload_entries::WorkloadEntries::new(client.clone(), &identity);
         kube_auto_registration = Some(crate::autoregistration::kubernetes(writer));
+        election = Some(elected);
     }
     // The AutoRegistration registry (see `crate::autoregistration`): the ServiceEntries of
     // every file, selecting the workload entries of connected VMs. With the Kubernetes config
@@ -410,6 +415,7 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         auto_registration,
         token_reviewer,
         secret_stores,
+        election,
     })
 }
 
@@ -427,6 +433,8 @@ pub struct Built {
     pub token_reviewer: Option<Arc<dyn crate::ca::TokenReviewer>>,
     /// Every cluster's Secrets, the primary first, for gateways' credentials.
     pub secret_stores: Vec<(String, Arc<dyn crate::credentials::SecretStore>)>,
+    /// The replicas' leader election, with `--config-source k8s` (see [`crate::leader`]).
+    pub election: Option<crate::leader::Election>,
 }
 
 /// A client per cluster; refuses two clusters with one id.
@@ -455,17 +463,6 @@ pub const CONFIG_REGISTRY: &str = "Config";
 /// The registry of the ServiceEntries and WorkloadEntries read from Kubernetes
 /// (`--config-source k8s`).
 pub const KUBERNETES_CONFIG_REGISTRY: &str = "Config/k8s";
-
-/// This replica's name in the objects it writes: `POD_NAME` (the downward API), else the host
-/// name.
-#[cfg(feature = "kubernetes")]
-fn replica_name() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .or_else(crate::net::host_name)
-        .unwrap_or_else(|| "wayfinder".to_string())
-}
 
 /// The `--config-dir` source, if any.
 fn config_dir_source(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, BuildError> {

@@ -97,6 +97,7 @@ pub mod config_source;
 mod cache;
 mod convert;
 mod errors;
+pub mod leader;
 mod objects;
 pub mod secrets;
 pub mod token_review;
