@@ -6,7 +6,8 @@
 //! VM's auto-registered entry written to the API (`autoregistration`), a pod's first
 //! certificate with its service-account token (`certificates`), and a gateway's TLS
 //! credential from a Secret, rotated without a restart (`credentials`), and two replicas
-//! electing the one that writes Events (`replicas`).
+//! electing the one that writes Events (`replicas`) and serving equal versions, so that a
+//! delta client moved between them is sent nothing again (`replica_versions`).
 
 mod ads;
 mod autoregistration;
@@ -15,6 +16,7 @@ mod clusters;
 mod config;
 mod credentials;
 mod outage;
+mod replica_versions;
 mod replicas;
 #[cfg(feature = "consul")]
 mod traffic;
