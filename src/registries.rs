@@ -348,7 +348,8 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         let id = RegistryId::new(KUBERNETES_CONFIG_REGISTRY);
         registries.push(Box::new(istio.entries(id)));
         let writer =
-            wayfinder_kubernetes::workload_entries::WorkloadEntries::new(client.clone(), &identity);
+            wayfinder_kubernetes::workload_entries::WorkloadEntries::new(client.clone(), &identity)
+                .cleaning_in(kube.settings.namespace.clone());
         kube_auto_registration = Some(crate::autoregistration::kubernetes(writer));
         election = Some(elected);
     }

@@ -19,7 +19,7 @@
 //! replica without a word).
 //!
 //! Permissions: `create`, `get`, `patch` and `delete` on `workloadentries` (and `list` for the
-//! leader's cleanup, in every namespace), and `patch` on `workloadentries/status`, in the
+//! leader's cleanup, in every namespace watched), and `patch` on `workloadentries/status`, in the
 //! namespaces of the groups.
 
 use std::time::Duration;
@@ -42,6 +42,8 @@ pub struct WorkloadEntries {
     client: kube::Client,
     /// This replica's name, in `istio.io/workloadController`.
     controller: String,
+    /// The one namespace the leader's cleanup looks in (the config source's), or all.
+    namespace: Option<String>,
 }
 
 impl std::fmt::Debug for WorkloadEntries {
@@ -76,7 +78,14 @@ impl WorkloadEntries {
         Self {
             client,
             controller: controller.to_string(),
+            namespace: None,
         }
+    }
+
+    /// Cleans up only in `namespace` (the one the config source watches), or in all.
+    pub fn cleaning_in(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
     }
 
     fn api(&self, namespace: &str) -> Api<DynamicObject> {
@@ -165,7 +174,8 @@ impl WorkloadEntries {
         }
     }
 
-    /// The leader's cleanup (see the module docs): deletes, in every namespace, the
+    /// The leader's cleanup (see the module docs): deletes, in every namespace (or the one of
+    /// [`WorkloadEntries::cleaning_in`]), the
     /// auto-registered entries disconnected for longer than `grace`, or connected for longer
     /// than `max_age` (when set) and `grace`, whoever controls them. Returns the names
     /// deleted. Each delete is conditional on the version read, so an entry registered again
@@ -175,7 +185,10 @@ impl WorkloadEntries {
         grace: Duration,
         max_age: Option<Duration>,
     ) -> Result<Vec<String>, kube::Error> {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource());
+        let api: Api<DynamicObject> = match &self.namespace {
+            Some(namespace) => self.api(namespace),
+            None => Api::all_with(self.client.clone(), &resource()),
+        };
         let list = api.list(&ListParams::default()).await?;
         let now = Timestamp::now();
         let older =
