@@ -156,6 +156,13 @@ async fn one_replica_leads_writes_events_once_and_another_takes_over_when_it_sto
     .await;
     assert_eq!(events(&fake, "bad-two"), 1, "{:#?}", fake.events());
     // The first object's Event was the old leader's: the new one found it and posted none.
+    follower
+        .wait_log("the new leader finding bad-one's Event", |l| {
+            l["message"].as_str().is_some_and(|m| {
+                m.contains("bad-one") && m.contains("posted by the previous leader")
+            })
+        })
+        .await;
     assert_eq!(events(&fake, "bad-one"), 1, "{:#?}", fake.events());
 }
 

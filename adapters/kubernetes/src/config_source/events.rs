@@ -77,7 +77,11 @@ impl Poster {
             let post = async {
                 if !led {
                     // Posted already, perhaps, by the replica that led meanwhile.
-                    if !leadership.until_leader().await || posted(&api, &event).await? {
+                    if !leadership.until_leader().await {
+                        return Ok(());
+                    }
+                    if posted(&api, &event).await? {
+                        tracing::info!("{what}: the Event was posted by the previous leader");
                         return Ok(());
                     }
                 }
