@@ -14,16 +14,24 @@ use wayfinder_registry::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A replica named `identity`, with a short lease so that the test runs quickly.
-fn replica(fake: &FakeApiServer, identity: &str) -> (Leadership, CancellationToken) {
+/// A replica named `identity` holding the Lease for `lease` (short, so the test runs quickly).
+fn replica_for(
+    fake: &FakeApiServer,
+    identity: &str,
+    lease: Duration,
+) -> (Leadership, CancellationToken) {
     let settings = Settings {
-        lease_duration: Duration::from_secs(2),
+        lease_duration: lease,
         ..Settings::new("istio-system", identity)
     };
     let (election, leadership) = leader::election(fake.client(), settings);
     let stop = CancellationToken::new();
     tokio::spawn(election.run(stop.clone()));
     (leadership, stop)
+}
+
+fn replica(fake: &FakeApiServer, identity: &str) -> (Leadership, CancellationToken) {
+    replica_for(fake, identity, Duration::from_secs(2))
 }
 
 async fn until(what: &str, mut cond: impl FnMut() -> bool) {
@@ -107,4 +115,29 @@ async fn a_lease_replaced_at_an_old_version_is_a_conflict() {
     }
     let got = api.get("l").await.unwrap();
     assert_eq!(got.spec.unwrap().holder_identity.as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn a_leader_that_stops_releases_the_lease_at_once() {
+    let fake = FakeApiServer::start().await;
+    // A lease far longer than the deadline: only a release lets b take it in time.
+    let (a, stop_a) = replica_for(&fake, "a", Duration::from_secs(600));
+    until("a to lead", || a.is_leader()).await;
+    let (b, stop_b) = replica(&fake, "b");
+    until("b to see a hold it", || b.status().holder == "a").await;
+    assert!(!b.is_leader());
+    stop_a.cancel();
+    until("b to lead", || b.is_leader()).await;
+    assert_eq!(holder(&fake).as_deref(), Some("b"));
+    stop_b.cancel();
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_server_stops_leading() {
+    let fake = FakeApiServer::start().await;
+    let (a, stop_a) = replica(&fake, "a");
+    until("a to lead", || a.is_leader()).await;
+    fake.stop().await;
+    until("a to stop leading", || !a.is_leader()).await;
+    stop_a.cancel();
 }
