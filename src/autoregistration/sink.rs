@@ -112,9 +112,7 @@ impl Handle {
             }
         }
     }
-}
 
-impl Handle {
     /// Writes the entry (after a connect).
     pub(super) fn put(&self, blob: &str, e: &Entry) {
         match self {
