@@ -41,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
         debug_token: None,
         auto_registration: None,
         secret_stores: Vec::new(),
+        election: None,
         mesh_config: None,
         limits: Default::default(),
         http_header_read_timeout: Duration::from_secs(10),

@@ -14,6 +14,7 @@
 //! | `/debug/syncz` | per connected proxy: id, kind, cluster, version, identity, peer address, connected since; per type sent/acked version and nonce, when sent, `status` (`SYNCED`, `STALE`, `NACKED`, `NOT SENT`), seconds unacknowledged, last NACK |
 //! | `/debug/config_dump?proxyID=ID` | what that proxy is served now, as JSON, and per type under `sync` its state and the resources that differ from what it holds |
 //! | `/debug/push_status` | the latest pushes and their totals per type |
+//! | `/debug/leaderz` | the replicas' leader election: the Lease (`null` without one), this replica's identity, whether it leads, the holder last seen (see [`crate::leader`]) |
 //! | `/metrics` (monitoring) | Prometheus text |
 //! | `/version` (monitoring) | build version |
 //!
@@ -53,6 +54,7 @@ struct Debug {
     ads: AdsServer,
     mesh: tokio::sync::watch::Receiver<Arc<MeshStatus>>,
     ready_requires_healthy: bool,
+    leader: crate::leader::Leader,
 }
 
 const PAGES: [(&str, &str); 9] = [
@@ -80,6 +82,10 @@ const PAGES: [(&str, &str); 9] = [
     (
         "/debug/push_status",
         "the latest 256 pushes: proxy, type, resources, bytes, time since publication",
+    ),
+    (
+        "/debug/leaderz",
+        "leader election: the Lease, this replica's identity, whether it leads",
     ),
     ("/debug", "this list"),
     (
@@ -131,6 +137,7 @@ pub fn router(
     mesh: tokio::sync::watch::Receiver<Arc<MeshStatus>>,
     ready_requires_healthy: bool,
     token: Option<DebugToken>,
+    leader: crate::leader::Leader,
 ) -> Router {
     let ui = ui::router(token.clone());
     let mut router = Router::new()
@@ -140,7 +147,8 @@ pub fn router(
         .route("/debug/configz", get(configz::configz))
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
-        .route("/debug/push_status", get(push_status));
+        .route("/debug/push_status", get(push_status))
+        .route("/debug/leaderz", get(leaderz));
     for (alias, page) in ALIASES {
         let handler = match page {
             Page::Syncz => get(syncz),
@@ -159,6 +167,7 @@ pub fn router(
             ads,
             mesh,
             ready_requires_healthy,
+            leader,
         })
 }
 
@@ -213,6 +222,10 @@ async fn list() -> Json<Value> {
         |(path, page)| json!({"path": path, "what": format!("istiod's name for {}", page.path())}),
     );
     Json(pages.chain(aliases).collect())
+}
+
+async fn leaderz(State(d): State<Debug>) -> Json<Value> {
+    Json(d.leader.page())
 }
 
 async fn registryz(State(d): State<Debug>) -> Json<Value> {

@@ -26,6 +26,7 @@ pub mod cli;
 pub mod credentials;
 pub mod debug;
 pub mod jwks;
+pub mod leader;
 pub mod logging;
 pub mod mesh_config;
 pub mod metrics;

@@ -96,6 +96,7 @@ async fn discovery(mut args: Discovery) -> anyhow::Result<()> {
         auto_registration,
         token_reviewer,
         secret_stores,
+        election,
     } = registries::build(&config).await?;
     let settings = Settings {
         debounce: Debounce {
@@ -165,6 +166,7 @@ async fn discovery(mut args: Discovery) -> anyhow::Result<()> {
         debug_token,
         auto_registration: auto_registration.map(|b| (b, args.workload_entry_grace_period)),
         secret_stores,
+        election,
     })
     .await?;
     let token = running.shutdown_token();

@@ -329,6 +329,8 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
     let mut config_sources = config_dir_source(config)?;
     #[cfg_attr(not(feature = "kubernetes"), allow(unused_mut))]
     let mut kube_auto_registration = None;
+    #[cfg_attr(not(feature = "kubernetes"), allow(unused_mut))]
+    let mut election = None;
     // The primary cluster's Istio objects (`--config-source k8s`).
     #[cfg(feature = "kubernetes")]
     if let (true, Some(cluster), Some(client)) = (
@@ -336,16 +338,20 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         kube.clusters.first(),
         kube_clients.first(),
     ) {
+        // The replicas elect the one that writes what the deployment writes once.
+        let identity = crate::leader::identity();
+        let elected = crate::leader::Election::kubernetes(client.clone(), &identity);
         let namespace = kube.settings.namespace.clone();
-        let istio = IstioConfig::new(client.clone(), namespace, &cluster.id);
+        let istio = IstioConfig::new(client.clone(), namespace, &cluster.id)
+            .with_leadership(elected.leader.leadership());
         config_sources.push(Box::new(istio.config_source()));
         let id = RegistryId::new(KUBERNETES_CONFIG_REGISTRY);
         registries.push(Box::new(istio.entries(id)));
-        let writer = wayfinder_kubernetes::workload_entries::WorkloadEntries::new(
-            client.clone(),
-            &replica_name(),
-        );
+        let writer =
+            wayfinder_kubernetes::workload_entries::WorkloadEntries::new(client.clone(), &identity)
+                .cleaning_in(kube.settings.namespace.clone());
         kube_auto_registration = Some(crate::autoregistration::kubernetes(writer));
+        election = Some(elected);
     }
     // The AutoRegistration registry (see `crate::autoregistration`): the ServiceEntries of
     // every file, selecting the workload entries of connected VMs. With the Kubernetes config
@@ -410,6 +416,7 @@ pub async fn build(config: &Config) -> Result<Built, BuildError> {
         auto_registration,
         token_reviewer,
         secret_stores,
+        election,
     })
 }
 
@@ -427,6 +434,8 @@ pub struct Built {
     pub token_reviewer: Option<Arc<dyn crate::ca::TokenReviewer>>,
     /// Every cluster's Secrets, the primary first, for gateways' credentials.
     pub secret_stores: Vec<(String, Arc<dyn crate::credentials::SecretStore>)>,
+    /// The replicas' leader election, with `--config-source k8s` (see [`crate::leader`]).
+    pub election: Option<crate::leader::Election>,
 }
 
 /// A client per cluster; refuses two clusters with one id.
@@ -456,17 +465,6 @@ pub const CONFIG_REGISTRY: &str = "Config";
 /// (`--config-source k8s`).
 pub const KUBERNETES_CONFIG_REGISTRY: &str = "Config/k8s";
 
-/// This replica's name in the objects it writes: `POD_NAME` (the downward API), else the host
-/// name.
-#[cfg(feature = "kubernetes")]
-fn replica_name() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .or_else(crate::net::host_name)
-        .unwrap_or_else(|| "wayfinder".to_string())
-}
-
 /// The `--config-dir` source, if any.
 fn config_dir_source(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, BuildError> {
     if config.config_dirs.is_empty() {
@@ -479,74 +477,4 @@ fn config_dir_source(config: &Config) -> Result<Vec<Box<dyn ConfigSource>>, Buil
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_case_insensitive_and_unknown_ones_are_explained() {
-        assert_eq!("mock".parse::<Kind>(), Ok(Kind::Mock));
-        assert_eq!(" FILE".parse::<Kind>(), Ok(Kind::File));
-        let err = "Zookeeper".parse::<Kind>().unwrap_err();
-        assert!(
-            err.contains("unknown registry \"Zookeeper\"")
-                && err.contains("Mock, File, Consul, Eureka, Kubernetes"),
-            "{err}"
-        );
-        assert_eq!("consul".parse::<Kind>(), Ok(Kind::Consul));
-        assert_eq!("kubernetes".parse::<Kind>(), Ok(Kind::Kubernetes));
-    }
-
-    #[test]
-    fn each_heavy_registry_is_compiled_with_its_feature() {
-        assert!(Kind::Mock.compiled() && Kind::File.compiled());
-        assert_eq!(Kind::Consul.compiled(), cfg!(feature = "consul"));
-        assert_eq!(Kind::Eureka.compiled(), cfg!(feature = "eureka"));
-        assert_eq!(Kind::Kubernetes.compiled(), cfg!(feature = "kubernetes"));
-    }
-
-    /// Only in a build without some registry (`cargo test --no-default-features`).
-    #[cfg(not(all(feature = "kubernetes", feature = "consul", feature = "eureka")))]
-    #[tokio::test]
-    #[allow(
-        clippy::needless_update,
-        reason = "Kubernetes has more fields in a build with the Kubernetes registry"
-    )]
-    async fn a_registry_left_out_of_the_build_is_refused_before_anything_starts() {
-        let config = |kinds: Vec<Kind>, config_source: bool| Config {
-            kinds,
-            file_paths: Vec::new(),
-            config_dirs: Vec::new(),
-            max_file_bytes: wayfinder_file::DEFAULT_MAX_FILE_BYTES,
-            domain: "cluster.local".into(),
-            #[cfg(feature = "consul")]
-            consul: wayfinder_consul::Config::default(),
-            #[cfg(feature = "eureka")]
-            eureka: wayfinder_eureka::Config::default(),
-            kubernetes: Kubernetes {
-                config_source,
-                ..Kubernetes::default()
-            },
-        };
-        let refused = async |config: Config| match build(&config).await {
-            Ok(_) => panic!("{:?} should be refused", config.kinds),
-            Err(err) => err.to_string(),
-        };
-        for kind in Kind::ALL.into_iter().filter(|k| !k.compiled()) {
-            let feature = kind.feature().unwrap();
-            assert_eq!(
-                refused(config(vec![Kind::Mock, kind], false)).await,
-                format!(
-                    "registry {kind} is not compiled into this build; rebuild with the cargo \
-                     feature `{feature}`"
-                )
-            );
-        }
-        if !Kind::Kubernetes.compiled() {
-            assert_eq!(
-                refused(config(vec![Kind::Mock], true)).await,
-                "the Kubernetes config source (--config-source k8s) is not compiled into this \
-                 build; rebuild with the cargo feature `kubernetes`"
-            );
-        }
-    }
-}
+mod tests;

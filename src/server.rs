@@ -74,6 +74,8 @@ pub struct Config {
     /// Where gateways' credentials are read from, by cluster id, the primary first (see
     /// [`crate::credentials`]); empty: no cluster, so no credentials.
     pub secret_stores: Vec<(String, Arc<dyn crate::credentials::SecretStore>)>,
+    /// The replicas' leader election (see [`crate::leader`]); `None`: this server leads alone.
+    pub election: Option<crate::leader::Election>,
 }
 
 /// The settings files the server follows (see [`crate::mesh_config`]).
@@ -180,6 +182,11 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     }
     let model = aggregate.start(shutdown.clone());
     crate::metrics::register_snapshot_gauges(&mut registry, model.clone(), &config.domain);
+    let (leader, election) = match config.election {
+        Some(e) => (e.leader.clone(), Some(e.run(shutdown.clone()))),
+        None => (crate::leader::Leader::sole(), None),
+    };
+    registry.register_collector(Box::new(leader.clone()));
     let metrics = Arc::new(Exposition::new(registry));
     let (mesh_file, mesh_flags, mesh_status) = match config.mesh_config {
         Some(file) => (file.files, file.flags, file.status),
@@ -209,6 +216,10 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         shutdown.clone(),
     );
     if let Some((handle, grace)) = config.auto_registration {
+        let max_age = config.limits.max_connection_age;
+        if let Some(clean_up) = handle.clean_up(leader.clone(), grace, max_age, shutdown.clone()) {
+            tokio::spawn(clean_up);
+        }
         let observer = crate::autoregistration::AutoRegistration::new(handle, grace);
         let _ = ads.observe(Arc::new(observer));
     }
@@ -218,6 +229,10 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         slots.ads = (slots.ads / 2).max(1);
     }
     let mut tasks = JoinSet::new();
+    // Runs until shutdown, then releases the Lease: `wait` waits for it.
+    if let Some(election) = election {
+        tasks.spawn(election);
+    }
     for (listener, tls) in [(secure_grpc, secure_tls), (grpc, None)] {
         if let Some(listener) = listener {
             tasks.spawn(grpc::serve(
@@ -236,6 +251,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         mesh_status,
         config.ready_requires_healthy,
         config.debug_token,
+        leader,
     );
     let header_timeout = config.http_header_read_timeout;
     for (what, listener, router) in [

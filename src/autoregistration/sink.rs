@@ -23,7 +23,10 @@ pub enum Handle {
     /// WorkloadEntry objects in the cluster (`--config-source k8s`), written in order by one
     /// task, which every replica reads back.
     #[cfg(feature = "kubernetes")]
-    Kubernetes(tokio::sync::mpsc::UnboundedSender<Write>),
+    Kubernetes(
+        tokio::sync::mpsc::UnboundedSender<Write>,
+        wayfinder_kubernetes::workload_entries::WorkloadEntries,
+    ),
 }
 
 /// A write to the cluster.
@@ -44,6 +47,7 @@ pub enum Write {
 #[cfg(feature = "kubernetes")]
 pub fn kubernetes(writer: wayfinder_kubernetes::workload_entries::WorkloadEntries) -> Handle {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let cleaner = writer.clone();
     tokio::spawn(async move {
         while let Some(write) = rx.recv().await {
             let (what, result) = match &write {
@@ -62,10 +66,53 @@ pub fn kubernetes(writer: wayfinder_kubernetes::workload_entries::WorkloadEntrie
             }
         }
     });
-    Handle::Kubernetes(tx)
+    Handle::Kubernetes(tx, cleaner)
 }
 
 impl Handle {
+    /// The leader's cleanup of entries whose replica has gone (see
+    /// [`wayfinder_kubernetes::workload_entries`]), run every ten grace periods (Istio's
+    /// period) while `leader` leads, until `shutdown`; `None` without Kubernetes, where
+    /// entries live and die with their replica.
+    #[cfg_attr(not(feature = "kubernetes"), allow(unused_variables))]
+    pub fn clean_up(
+        &self,
+        leader: crate::leader::Leader,
+        grace: std::time::Duration,
+        max_age: Option<std::time::Duration>,
+        shutdown: wayfinder_registry::CancellationToken,
+    ) -> Option<futures::future::BoxFuture<'static, ()>> {
+        match self {
+            Handle::Files { .. } => None,
+            #[cfg(feature = "kubernetes")]
+            Handle::Kubernetes(_, writer) => {
+                let writer = writer.clone();
+                Some(Box::pin(async move {
+                    let every = (grace * 10).max(std::time::Duration::from_millis(100));
+                    while shutdown
+                        .run_until_cancelled(tokio::time::sleep(every))
+                        .await
+                        .is_some()
+                    {
+                        if !leader.is_leader() {
+                            continue;
+                        }
+                        match writer.clean_up(grace, max_age).await {
+                            Ok(deleted) => {
+                                for entry in deleted {
+                                    tracing::info!(%entry, "leader: removed an auto-registered WorkloadEntry whose replica has gone");
+                                }
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "leader: cannot clean up auto-registered WorkloadEntries")
+                            }
+                        }
+                    }
+                }))
+            }
+        }
+    }
+
     /// Writes the entry (after a connect).
     pub(super) fn put(&self, blob: &str, e: &Entry) {
         match self {
@@ -84,7 +131,7 @@ impl Handle {
                 blobs.set(blob, e.bytes());
             }
             #[cfg(feature = "kubernetes")]
-            Handle::Kubernetes(tx) => {
+            Handle::Kubernetes(tx, _) => {
                 let _ = tx.send(Write::Register(e.object.clone()));
                 self.health(blob, e);
             }
@@ -96,7 +143,7 @@ impl Handle {
         match self {
             Handle::Files { blobs, .. } => blobs.set(blob, e.bytes()),
             #[cfg(feature = "kubernetes")]
-            Handle::Kubernetes(tx) => {
+            Handle::Kubernetes(tx, _) => {
                 let (ns, name) = e.key();
                 let _ = tx.send(Write::Health(ns, name, e.unhealthy.clone()));
             }
@@ -109,7 +156,7 @@ impl Handle {
         match self {
             Handle::Files { .. } => {}
             #[cfg(feature = "kubernetes")]
-            Handle::Kubernetes(tx) => {
+            Handle::Kubernetes(tx, _) => {
                 let (ns, name) = e.key();
                 let _ = tx.send(Write::Disconnected(ns, name));
             }
@@ -128,7 +175,7 @@ impl Handle {
                     .remove(blob);
             }
             #[cfg(feature = "kubernetes")]
-            Handle::Kubernetes(tx) => {
+            Handle::Kubernetes(tx, _) => {
                 let (ns, name) = e.key();
                 let _ = tx.send(Write::Remove(ns, name));
             }

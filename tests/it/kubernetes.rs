@@ -5,7 +5,9 @@
 //! expired resourceVersion (`outage`), Istio objects read from the API (`config`), and a
 //! VM's auto-registered entry written to the API (`autoregistration`), a pod's first
 //! certificate with its service-account token (`certificates`), and a gateway's TLS
-//! credential from a Secret, rotated without a restart (`credentials`).
+//! credential from a Secret, rotated without a restart (`credentials`), and two replicas
+//! electing the one that writes Events (`replicas`) and serving equal versions, so that a
+//! delta client moved between them is sent nothing again (`replica_versions`).
 
 mod ads;
 mod autoregistration;
@@ -14,6 +16,8 @@ mod clusters;
 mod config;
 mod credentials;
 mod outage;
+mod replica_versions;
+mod replicas;
 #[cfg(feature = "consul")]
 mod traffic;
 
@@ -58,18 +62,24 @@ pub(crate) async fn start_in(
     let kubeconfig = fake.write_kubeconfig(dir, "east").display().to_string();
     let wrapper = netns.wrapper();
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let mut args = vec![
+    let mut args = config_source_args(&kubeconfig);
+    args.extend_from_slice(extra);
+    Wayfinder::start_under(&wrapper, &args).await
+}
+
+/// The flags that read the cluster of `kubeconfig` as a registry and a config source, with a
+/// short debounce.
+pub(crate) fn config_source_args(kubeconfig: &str) -> Vec<&str> {
+    vec![
         "--kubeconfig",
-        &kubeconfig,
+        kubeconfig,
         "--registries",
         "Kubernetes",
         "--config-source",
         "k8s",
         "--debounce-after",
         "10ms",
-    ];
-    args.extend_from_slice(extra);
-    Wayfinder::start_under(&wrapper, &args).await
+    ]
 }
 
 /// Service `web` (port `http` 8080, target 9080) in `default`, with endpoints

@@ -44,11 +44,14 @@
 //! `InvalidConfig`, source and reporting component `wayfinder`, message the problems as
 //! `field: message; …`, so that `kubectl describe virtualservice reviews` says why it is not
 //! in force. One Event per version of an object (uid and resource version): a relist does not
-//! post it again. A failure to post is logged as a warning and otherwise ignored.
+//! post it again. A failure to post is logged as a warning and otherwise ignored. With
+//! replicas ([`IstioConfig::with_leadership`]), only the leader posts, once for the deployment
+//! (see [`crate::leader`]).
 //!
 //! Permissions: `list` and `watch` on the seven kinds of `networking.istio.io` and the three
 //! of `security.istio.io` (and what [`crate::workload_entries`] writes, when
-//! auto-registration is on), and `create` on core `events` in the namespaces of the objects.
+//! auto-registration is on), and `create` and `list` (a new leader's check for an Event posted
+//! already) on core `events` in the namespaces of the objects.
 //!
 //! # Lists, failures and missing CRDs
 //!
@@ -73,6 +76,8 @@ use std::sync::Arc;
 use wayfinder_config::{ConfigObject, ConfigStream, Feed};
 use wayfinder_registry::{CancellationToken, EventStream, Registration, RegistryId, Source};
 
+use crate::leader::Leadership;
+
 #[cfg(doc)]
 use wayfinder_config::{ConfigEvent, ConfigSource};
 #[cfg(doc)]
@@ -94,8 +99,16 @@ impl IstioConfig {
                 client,
                 namespace,
                 name: cluster.into(),
+                leadership: Leadership::sole(),
             },
         }
+    }
+
+    /// Posts Events only while `leadership` says this replica leads (see
+    /// [`crate::leader`]); without it, always.
+    pub fn with_leadership(mut self, leadership: Leadership) -> Self {
+        self.cluster.leadership = leadership;
+        self
     }
 
     /// The config source of `VirtualService`, `DestinationRule`, `Gateway` and `Sidecar`
@@ -158,6 +171,8 @@ struct Target {
     namespace: Option<String>,
     /// The cluster's name in messages.
     name: Arc<str>,
+    /// Whether this replica writes the deployment's Events.
+    leadership: Leadership,
 }
 
 impl fmt::Debug for Target {

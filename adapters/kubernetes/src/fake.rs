@@ -8,7 +8,8 @@
 //! bindings, stored like the rest, so that `kubectl apply` finds their REST mapping), `events.k8s.io/v1` Events, and Istio's
 //! `networking.istio.io` VirtualServices, DestinationRules, Gateways, ServiceEntries,
 //! WorkloadEntries and Sidecars at `v1`, `v1beta1` and `v1alpha3`, and `security.istio.io`
-//! AuthorizationPolicies, PeerAuthentications and RequestAuthentications at `v1` and `v1beta1`
+//! AuthorizationPolicies, PeerAuthentications and RequestAuthentications at `v1` and `v1beta1`,
+//! `coordination.k8s.io/v1` Leases (leader election)
 //! (one store per kind; objects come back with the version asked for). Also `/version` and the discovery documents `/api`,
 //! `/apis`, `/apis/{group}`, `/api/v1` and `/apis/{group}/{version}`, and two reviews (not in
 //! discovery): `authentication.k8s.io/v1` TokenReview of the tokens a test registers

@@ -3,7 +3,8 @@
 //! through the API server and mapped to the model as Istio's Kubernetes registry maps them;
 //! and (in [`config_source`]) Istio's networking objects read from the same API server. For
 //! gateways' TLS credentials, [`secrets`] watches Secrets and [`access_review`] asks whether a
-//! gateway's service account may read them.
+//! gateway's service account may read them. With replicas, [`leader`] elects (with a
+//! `coordination.k8s.io/v1` Lease) the one that writes what a deployment writes once.
 //!
 //! Start with a [`Cluster`] (where its credentials come from and its cluster id), make its
 //! client with [`Cluster::client`], and build a [`KubernetesRegistry`] from it and a
@@ -97,6 +98,7 @@ pub mod config_source;
 mod cache;
 mod convert;
 mod errors;
+pub mod leader;
 mod objects;
 pub mod secrets;
 pub mod token_review;

@@ -10,17 +10,31 @@
 //! that reconnected to another replica keeps its entry. Health is the `Healthy` condition of
 //! the entry's status.
 //!
-//! Permissions: `create`, `get`, `patch` and `delete` on `workloadentries`, and `patch` on
-//! `workloadentries/status`, in the namespaces of the groups.
+//! A replica that stops (or crashes) during the grace period leaves entries behind. The
+//! leader ([`crate::leader`]) removes them ([`WorkloadEntries::clean_up`], Istio's periodic
+//! WorkloadEntry cleanup): an auto-registered entry disconnected for longer than the grace
+//! period, or connected for longer than a connection may live (`--max-connection-age` and its
+//! 10% spread, plus the grace period: a live proxy reconnects within it and its replica
+//! registers it again, which renews `istio.io/connectedAt`, so an older one has lost its
+//! replica without a word).
+//!
+//! Permissions: `create`, `get`, `patch` and `delete` on `workloadentries` (and `list` for the
+//! leader's cleanup, in every namespace watched), and `patch` on `workloadentries/status`, in the
+//! namespaces of the groups.
 
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Preconditions,
 };
 use serde_json::{Value, json};
 
 const CONTROLLER: &str = "istio.io/workloadController";
 const CONNECTED_AT: &str = "istio.io/connectedAt";
 const DISCONNECTED_AT: &str = "istio.io/disconnectedAt";
+const GROUP: &str = "istio.io/autoRegistrationGroup";
 
 /// Writes auto-registered WorkloadEntries to a cluster; see the module docs.
 #[derive(Clone)]
@@ -28,6 +42,8 @@ pub struct WorkloadEntries {
     client: kube::Client,
     /// This replica's name, in `istio.io/workloadController`.
     controller: String,
+    /// The one namespace the leader's cleanup looks in (the config source's), or all.
+    namespace: Option<String>,
 }
 
 impl std::fmt::Debug for WorkloadEntries {
@@ -50,8 +66,8 @@ fn resource() -> ApiResource {
 
 /// Now, as Kubernetes writes times (RFC 3339, whole seconds, UTC).
 fn now() -> String {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+    let now = Timestamp::now();
+    Timestamp::from_second(now.as_second())
         .unwrap_or(now)
         .to_string()
 }
@@ -62,7 +78,14 @@ impl WorkloadEntries {
         Self {
             client,
             controller: controller.to_string(),
+            namespace: None,
         }
+    }
+
+    /// Cleans up only in `namespace` (the one the config source watches), or in all.
+    pub fn cleaning_in(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
     }
 
     fn api(&self, namespace: &str) -> Api<DynamicObject> {
@@ -149,6 +172,67 @@ impl WorkloadEntries {
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// The leader's cleanup (see the module docs): deletes, in every namespace (or the one of
+    /// [`WorkloadEntries::cleaning_in`]), the
+    /// auto-registered entries disconnected for longer than `grace`, or connected for longer
+    /// than `max_age` (when set) and `grace`, whoever controls them. Returns the names
+    /// deleted. Each delete is conditional on the version read, so an entry registered again
+    /// meanwhile stays.
+    pub async fn clean_up(
+        &self,
+        grace: Duration,
+        max_age: Option<Duration>,
+    ) -> Result<Vec<String>, kube::Error> {
+        let api: Api<DynamicObject> = match &self.namespace {
+            Some(namespace) => self.api(namespace),
+            None => Api::all_with(self.client.clone(), &resource()),
+        };
+        let list = api.list(&ListParams::default()).await?;
+        let now = Timestamp::now();
+        let older =
+            |annotations: &std::collections::BTreeMap<String, String>, key, age: Duration| {
+                annotations
+                    .get(key)
+                    .and_then(|t| t.parse::<Timestamp>().ok())
+                    .is_some_and(|t| now.duration_since(t).unsigned_abs() > age)
+            };
+        // A connection lives at most `max_age` and its 10% spread.
+        let connected_limit = max_age.map(|age| age + age / 10 + grace);
+        let mut deleted = Vec::new();
+        for entry in list.items {
+            let annotations = entry.metadata.annotations.clone().unwrap_or_default();
+            if !annotations.contains_key(GROUP) {
+                continue;
+            }
+            let stale = match annotations.contains_key(DISCONNECTED_AT) {
+                true => older(&annotations, DISCONNECTED_AT, grace),
+                false => {
+                    connected_limit.is_some_and(|limit| older(&annotations, CONNECTED_AT, limit))
+                }
+            };
+            let (Some(namespace), Some(name)) = (&entry.metadata.namespace, &entry.metadata.name)
+            else {
+                continue;
+            };
+            if !stale {
+                continue;
+            }
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: entry.metadata.resource_version.clone(),
+                    uid: entry.metadata.uid.clone(),
+                }),
+                ..DeleteParams::default()
+            };
+            match self.api(namespace).delete(name, &params).await {
+                Ok(_) => deleted.push(format!("{namespace}/{name}")),
+                Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
     }
 
     /// Sets the entry's `Healthy` condition: `None` healthy, `Some(why)` unhealthy.

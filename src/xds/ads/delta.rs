@@ -12,8 +12,9 @@
 //! - a newly subscribed name is sent even if the client should have it, and answered in
 //!   `removed_resources` at once if it does not exist; a name unsubscribed but still covered by
 //!   the wildcard is sent again;
-//! - `initial_resource_versions` (a reconnect) seeds what the client holds: unchanged resources
-//!   are not sent again, vanished ones are removed;
+//! - `initial_resource_versions` (a reconnect, perhaps to another replica) seeds what the
+//!   client holds: unchanged resources are not sent again, though its first request also
+//!   subscribes them by name, and vanished ones are removed;
 //! - the first request of a type is answered even when empty, so a client's does-not-exist
 //!   timer ends quickly; a new snapshot pushes clusters, endpoints, listeners, routes in that
 //!   order and re-sends the endpoints of every cluster it changed.
@@ -148,10 +149,13 @@ impl DeltaState {
         }
         // Send again: names newly subscribed (the client may have dropped them), names the
         // wildcard still covers after an explicit unsubscribe, and everything when the
-        // wildcard is new.
+        // wildcard is new. Not the names a stream's first request says the client holds
+        // (`initial_resource_versions`): it says which version, so only a change is sent, and
+        // a client moved to another replica gets nothing again.
         let mut forced: BTreeSet<Arc<str>> = subscribe
             .iter()
             .filter(|n| *n != "*")
+            .filter(|n| !(first && req.initial_resource_versions.contains_key(*n)))
             .map(|n| Arc::from(n.as_str()))
             .collect();
         for name in unsubscribe {

@@ -191,6 +191,18 @@ impl Wayfinder {
         self.logs.wait(what, pred).await
     }
 
+    /// Sends SIGTERM to its pid (a graceful stop, as Kubernetes stops a pod) and waits, within
+    /// the deadline, for it to exit.
+    #[cfg_attr(not(feature = "kubernetes"), allow(dead_code))]
+    pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.pid();
+        super::agent::kill(pid, rustix::process::Signal::TERM).expect("SIGTERM the server");
+        tokio::time::timeout(super::DEADLINE, self.child.wait())
+            .await
+            .expect("the server exits after SIGTERM")
+            .expect("wait for the server")
+    }
+
     /// The server's process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id().expect("a running server")

@@ -71,6 +71,7 @@ async fn start_configured(registries: Vec<Box<dyn Registry>>, limits: Limits) ->
         debug_token: None,
         auto_registration: None,
         secret_stores: Vec::new(),
+        election: None,
         mesh_config: None,
         limits,
         http_header_read_timeout: Duration::from_secs(10),

@@ -43,7 +43,11 @@ pub(super) fn stream<E: Send + 'static>(
     let driver = Driver {
         kinds: kinds.iter().map(KindState::new).collect(),
         feed,
-        poster: Poster::new(cluster.client.clone(), shutdown.clone()),
+        poster: Poster::new(
+            cluster.client.clone(),
+            shutdown.clone(),
+            cluster.leadership.clone(),
+        ),
         started: false,
         out: VecDeque::new(),
     };

@@ -5,18 +5,24 @@
 //! again after every relist and after a failure, and none of those is news. Events are posted
 //! from their own tasks, so a slow API server never holds up the stream; a failure to post is
 //! logged and otherwise ignored (the error item and the log line have already said it all).
+//!
+//! With replicas, one Event for the whole deployment: only the leader ([`Leadership`]) posts.
+//! A replica that refuses an object while it does not lead keeps the refusal until it leads
+//! or the object changes; when it comes to lead, it first asks the API server whether an Event
+//! for that version exists (the replica that led then posted it) and posts only if none does.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use wayfinder_registry::{CancellationToken, RegistryError};
 
 use super::object::ApiObject;
+use crate::leader::Leadership;
 
 /// The reason of the Events posted.
 pub(super) const REASON: &str = "InvalidConfig";
@@ -31,16 +37,20 @@ const POST_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) struct Poster {
     client: Client,
     shutdown: CancellationToken,
-    /// The resource version last reported, per object (by uid; by name when it has none).
-    posted: HashMap<String, Option<String>>,
+    leadership: Leadership,
+    /// The resource version last reported, per object (by uid; by name when it has none),
+    /// and the token that stops its post (still waiting for leadership) when it is replaced.
+    posted: HashMap<String, (Option<String>, CancellationToken)>,
 }
 
 impl Poster {
-    /// Posts with `client`; posts under way are dropped when `shutdown` is cancelled.
-    pub(super) fn new(client: Client, shutdown: CancellationToken) -> Self {
+    /// Posts with `client` while `leadership` says so; posts under way are dropped when
+    /// `shutdown` is cancelled.
+    pub(super) fn new(client: Client, shutdown: CancellationToken, leadership: Leadership) -> Self {
         Self {
             client,
             shutdown,
+            leadership,
             posted: HashMap::new(),
         }
     }
@@ -48,35 +58,73 @@ impl Poster {
     /// Reports that `object` was rejected for `errors`, unless this version of it already was.
     pub(super) fn rejected(&mut self, object: &ApiObject, errors: &[RegistryError]) {
         let version = object.reference.resource_version.clone();
-        if self.posted.get(&id(object)) == Some(&version) {
+        if self.posted.get(&id(object)).map(|(v, _)| v) == Some(&version) {
             return;
         }
-        self.posted.insert(id(object), version);
+        let stop = self.shutdown.child_token();
+        if let Some((_, old)) = self.posted.insert(id(object), (version, stop.clone())) {
+            old.cancel();
+        }
         let event = event(object, message(object, errors));
         let api: Api<CoreEvent> = Api::namespaced(
             self.client.clone(),
             event.metadata.namespace.as_deref().unwrap_or("default"),
         );
         let what = format!("{} {}", object.name, REASON);
-        let shutdown = self.shutdown.clone();
+        let mut leadership = self.leadership.clone();
+        let led = leadership.is_leader();
         tokio::spawn(async move {
-            let params = PostParams::default();
-            let post = tokio::time::timeout(POST_TIMEOUT, api.create(&params, &event));
-            match shutdown.run_until_cancelled(post).await {
-                None | Some(Ok(Ok(_))) => {}
-                Some(Ok(Err(err))) => tracing::warn!("{what}: cannot post the Event: {err}"),
-                Some(Err(_)) => tracing::warn!(
-                    "{what}: cannot post the Event: no answer within {}s",
-                    POST_TIMEOUT.as_secs()
-                ),
+            let post = async {
+                if !led {
+                    // Posted already, perhaps, by the replica that led meanwhile.
+                    if !leadership.until_leader().await {
+                        return Ok(());
+                    }
+                    if posted(&api, &event).await? {
+                        tracing::info!("{what}: the Event was posted by the previous leader");
+                        return Ok(());
+                    }
+                }
+                tokio::time::timeout(POST_TIMEOUT, api.create(&PostParams::default(), &event))
+                    .await
+                    .map_err(|_| format!("no answer within {}s", POST_TIMEOUT.as_secs()))?
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            };
+            if let Some(Err(err)) = stop.run_until_cancelled(post).await {
+                tracing::warn!("{what}: cannot post the Event: {err}");
             }
         });
     }
 
     /// Forgets an object that is gone.
     pub(super) fn forget(&mut self, object: &ApiObject) {
-        self.posted.remove(&id(object));
+        if let Some((_, stop)) = self.posted.remove(&id(object)) {
+            stop.cancel();
+        }
     }
+}
+
+/// Whether an Event of ours on this version of the object exists already.
+async fn posted(api: &Api<CoreEvent>, event: &CoreEvent) -> Result<bool, String> {
+    let ObjectReference {
+        uid,
+        resource_version,
+        ..
+    } = &event.involved_object;
+    let (Some(uid), Some(version)) = (uid, resource_version) else {
+        return Ok(false);
+    };
+    let params = ListParams::default()
+        .fields(&format!(
+            "involvedObject.uid={uid},involvedObject.resourceVersion={version},reason={REASON}"
+        ))
+        .limit(1);
+    let list = tokio::time::timeout(POST_TIMEOUT, api.list(&params))
+        .await
+        .map_err(|_| format!("no answer within {}s", POST_TIMEOUT.as_secs()))?
+        .map_err(|e| e.to_string())?;
+    Ok(!list.items.is_empty())
 }
 
 fn id(object: &ApiObject) -> String {

@@ -139,6 +139,13 @@ pub(super) const KINDS: &[Kind] = &[
         short: &["ev"],
         ..core("events", "event", "Event")
     },
+    // Leader election's `coordination.k8s.io/v1` Leases: create, get and replace with
+    // optimistic concurrency (a `PUT` naming an old resourceVersion is a 409 Conflict).
+    Kind {
+        group: "coordination.k8s.io",
+        status: false,
+        ..core("leases", "lease", "Lease")
+    },
     Kind {
         short: &["vs"],
         ..istio("virtualservices", "virtualservice", "VirtualService")
