@@ -57,7 +57,7 @@ struct Debug {
     leader: crate::leader::Leader,
 }
 
-const PAGES: [(&str, &str); 9] = [
+const PAGES: [(&str, &str); 10] = [
     (
         "/ready",
         "200 once every registry synced or the sync timeout passed",

@@ -219,11 +219,12 @@ fn is_test(attrs: &[syn::Attribute]) -> bool {
     })
 }
 
-/// Whether `expr` is an API handle: `api`, `….api(…)`, `api::<T>(…)`, `Api::…(…)`, or one of
-/// these `.clone()`d.
+/// Whether `expr` is an API handle: `api`, `self.api` (a field named `api`), `….api(…)`,
+/// `api::<T>(…)`, `Api::…(…)`, or one of these `.clone()`d.
 fn api_like(expr: &syn::Expr) -> bool {
     match expr {
         syn::Expr::Path(p) => p.path.is_ident("api"),
+        syn::Expr::Field(f) => matches!(&f.member, syn::Member::Named(n) if n == "api"),
         syn::Expr::MethodCall(m) if m.method == "api" => true,
         syn::Expr::MethodCall(m) if m.method == "clone" => api_like(&m.receiver),
         syn::Expr::Call(c) => match &*c.func {

@@ -1,8 +1,10 @@
 //! The server's API calls, recorded by two in-process API servers (a primary and a
 //! secondary cluster) while it does everything it does with a cluster: list and watch the
-//! registry's kinds and Istio's, post an Event on an invalid VirtualService, write a VM's
-//! WorkloadEntry and delete it, review a pod's token, watch Secrets for a Gateway's
-//! credential and ask whether a gateway may read them.
+//! registry's kinds and Istio's, take the leader Lease from a replica that released it (after
+//! refusing a VirtualService as a follower: the new leader looks for the Event before it posts
+//! one) and create it again when it is gone, write a VM's WorkloadEntry and delete it, review a
+//! pod's token, watch Secrets for a Gateway's credential and ask whether a gateway may read
+//! them.
 
 use std::collections::BTreeSet;
 
@@ -46,30 +48,70 @@ pub(crate) async fn record() -> (BTreeSet<Call>, BTreeSet<Call>) {
         format!("east={}", east.display()),
         format!("west={}", west.display()),
     );
-    let w = Wayfinder::start(&[
-        "--registries",
-        "Kubernetes",
-        "--config-source",
-        "k8s",
-        "--kubeconfig",
-        &east,
-        "--kubeconfig",
-        &west,
-        "--workload-entry-grace-period",
-        "1s",
-        "--debounce-after",
-        "10ms",
-    ])
+    // The leader Lease, held by a replica that renewed it when this one first reads it: the
+    // server starts as a follower (it counts the lease duration on its own clock, so the
+    // renew time's value does not matter).
+    let lease = |holder: &str| {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "wayfinder-leader", "namespace": "istio-system"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30,
+                     "renewTime": "2026-01-01T00:00:00.000000Z"},
+        })
+    };
+    primary.apply(lease("wayfinder-1"));
+    let mut command = tokio::process::Command::new(crate::support::binary::path());
+    command
+        .env("POD_NAME", "wayfinder-0")
+        .env("POD_NAMESPACE", "istio-system");
+    let w = Wayfinder::start_in(
+        command,
+        "127.0.0.1:0",
+        &[
+            "--registries",
+            "Kubernetes",
+            "--config-source",
+            "k8s",
+            "--kubeconfig",
+            &east,
+            "--kubeconfig",
+            &west,
+            "--workload-entry-grace-period",
+            "1s",
+            "--debounce-after",
+            "10ms",
+        ],
+    )
     .await;
     w.ready().await;
+    until(&primary, call("get", "coordination.k8s.io", "leases")).await;
 
-    // An invalid VirtualService: an Event.
+    // An invalid VirtualService, refused by a follower: no Event yet.
     primary.apply(json!({
         "apiVersion": istio, "kind": "VirtualService",
         "metadata": {"name": "bad", "namespace": "shop"},
         "spec": {"hosts": ["web"], "http": [{"route": [{"destination": {"host": "web"}, "weight": 250}]}]},
     }));
+    eventually("the VirtualService refused", || async {
+        let z = w.json("/debug/configz").await;
+        z["refused"]
+            .as_array()?
+            .iter()
+            .any(|r| r["kind"] == "VirtualService" && r["name"] == "bad")
+            .then_some(())
+    })
+    .await;
+    // The other replica releases the Lease (as on its shutdown): this one takes it, asks
+    // whether an Event was posted for the object, and posts it.
+    primary.apply(lease(""));
     until(&primary, call("create", "", "events")).await;
+    // The Lease is deleted: the leader creates it again at its next renewal (awaited last).
+    primary.delete(
+        "coordination.k8s.io/v1",
+        "Lease",
+        Some("istio-system"),
+        "wayfinder-leader",
+    );
 
     // Certificates for a VM and a gateway by their tokens: TokenReviews.
     let secure = w.secure_grpc().await;
@@ -125,6 +167,7 @@ pub(crate) async fn record() -> (BTreeSet<Call>, BTreeSet<Call>) {
     .await;
     until(&secondary, call("watch", "", "secrets")).await;
     drop(ads);
+    until(&primary, call("create", "coordination.k8s.io", "leases")).await;
     drop(w);
     (primary.counts().calls, secondary.counts().calls)
 }
