@@ -1,9 +1,13 @@
 //! The container images (`deploy/image/`, built by `scripts/image`): the test runs the script
-//! with a tag of its own, then starts the image. No container engine runs on these machines,
-//! so it runs the image's exact root filesystem with `buildah run --isolation chroot` (the
-//! image's user and working directory; the host's network, so the test reaches its loopback
-//! ports): `wayfinder discovery` on the demo registry serves the demo mesh over ADS as uid
-//! 1337, and the proxy image's Envoy is 1.40 where the agent looks for it.
+//! with a tag of its own, then starts the images. No container engine runs on these machines,
+//! so it runs each image's exact root filesystem with `buildah run --isolation chroot` (the
+//! image's user and working directory, the caller's network):
+//! - on the host's loopback, `wayfinder discovery` on the demo registry serves the demo mesh
+//!   over ADS as uid 1337, with its CA in the image's default `--ca-dir`;
+//! - the proxy image's Envoy is 1.40, where the agent looks for it by default;
+//! - in a network namespace of the test's own (as a pod's, so default ports), the proxy image's
+//!   agent runs as a gateway beside the control-plane image's server: it starts the image's
+//!   Envoy as uid 1337, which gets ready with the demo mesh's clusters.
 //!
 //! It needs buildah (Debian's, installed by `scripts/install-test-tools`), root, and Envoy in
 //! `.tools` (the proxy image copies it). Without them it skips with a notice, or fails under
@@ -20,8 +24,16 @@ use serde_json::Value;
 use tokio::process::Command;
 use wayfinder::xds::TypeUrl::Cluster as CDS;
 
+use std::net::SocketAddr;
+
+use rustix::process::Signal;
+
 use crate::support::ads::{Ads, names_of, sidecar};
-use crate::support::binary::{LOOPBACK, Wayfinder};
+use crate::support::agent::{STATUS, is_envoy, kill};
+use crate::support::binary::{LOOPBACK, Wayfinder, stop_gracefully};
+use crate::support::eventually;
+use crate::support::logs::Logs;
+use crate::support::netns::Netns;
 use crate::tools;
 
 /// The storage driver `scripts/image` uses (its default, or what the environment says).
@@ -107,20 +119,36 @@ impl Cleanup {
     }
 }
 
-/// `buildah run` of `argv` in `container`, as the image's user, in the host's network.
+/// `buildah run` arguments for `argv` in `container`, as the image's user, in the caller's
+/// network (the host's, or a namespace the caller entered), with `env` set.
+fn run_args(container: &str, env: &[(&str, &str)], argv: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--storage-driver",
+        &driver(),
+        "run",
+        "--isolation",
+        "chroot",
+    ]
+    .into_iter()
+    .chain(["--network", "host"])
+    .map(str::to_owned)
+    .collect();
+    for (name, value) in env {
+        args.extend(["--env".to_owned(), format!("{name}={value}")]);
+    }
+    args.extend(
+        [container, "--"]
+            .into_iter()
+            .chain(argv.iter().copied())
+            .map(str::to_owned),
+    );
+    args
+}
+
+/// `buildah run` of `argv` in `container`, in the host's network.
 fn run_in(container: &str, argv: &[&str]) -> Command {
     let mut command = Command::new("buildah");
-    command
-        .args(["--storage-driver", &driver(), "run"])
-        .args([
-            "--isolation",
-            "chroot",
-            "--network",
-            "host",
-            container,
-            "--",
-        ])
-        .args(argv);
+    command.args(run_args(container, &[], argv));
     command
 }
 
@@ -237,4 +265,112 @@ async fn the_images_serve_the_demo_mesh_as_non_root_and_carry_envoy() {
         proxy_config["Entrypoint"],
         serde_json::json!(["/usr/local/bin/wayfinder", "agent"])
     );
+
+    a_gateway_from_the_proxy_image_gets_the_mesh(&mut cleanup, &tag, &proxy_tag).await;
+}
+
+/// The proxy image's agent as a gateway (`proxy router`) beside the control-plane image's
+/// server, both on their default ports in a network namespace of their own, as in a pod: the
+/// agent starts the image's Envoy (its default `--binary-path`) as uid 1337, which takes the
+/// demo mesh from the server and gets ready.
+async fn a_gateway_from_the_proxy_image_gets_the_mesh(
+    cleanup: &mut Cleanup,
+    tag: &str,
+    proxy_tag: &str,
+) {
+    let netns = Netns::new();
+    let server_container = cleanup.container(tag).await;
+    let mut command = netns.command("buildah");
+    command.args(run_args(
+        &server_container,
+        &[],
+        &[
+            "/usr/local/bin/wayfinder",
+            "discovery",
+            "--log-format",
+            "json",
+        ],
+    ));
+    let server = Wayfinder::spawn_under_runner(command).await;
+    let ready = SocketAddr::from(([127, 0, 0, 1], server.http.port()));
+    eventually(
+        "the server's /ready to answer 200 in the namespace",
+        || async { (netns.get(ready, "/ready").await.0 == 200).then_some(()) },
+    )
+    .await;
+
+    let proxy_container = cleanup.container(proxy_tag).await;
+    let mut command = netns.command("buildah");
+    command
+        .args(run_args(
+            &proxy_container,
+            &[
+                ("INSTANCE_IP", "127.0.0.1"),
+                ("POD_NAME", "ingress"),
+                ("POD_NAMESPACE", "default"),
+            ],
+            &[
+                "/usr/local/bin/wayfinder",
+                "agent",
+                "proxy",
+                "router",
+                "--discovery-address",
+                "127.0.0.1:15010",
+                "--log-format",
+                "json",
+            ],
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("buildah run the agent");
+    let logs = Logs::collect(child.stderr.take().expect("piped stderr"));
+    let agent = RunningAgent { child, logs };
+    let started = agent
+        .logs
+        .wait("the agent to start Envoy", |l| {
+            l["message"] == "started Envoy"
+        })
+        .await;
+    let pid = started["pid"].as_u64().expect("Envoy's pid");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    assert!(
+        status.lines().any(|l| l.starts_with("Uid:\t1337\t")),
+        "Envoy does not run as uid 1337:\n{status}"
+    );
+    eventually("the agent's /healthz/ready to answer 200", || async {
+        (netns.get(STATUS.parse().unwrap(), "/healthz/ready").await.0 == 200).then_some(())
+    })
+    .await;
+    let (_, clusters) = netns
+        .get("127.0.0.1:15000".parse().unwrap(), "/clusters")
+        .await;
+    assert!(
+        clusters.contains("outbound|9080||reviews.default.svc.cluster.local"),
+        "the gateway's Envoy lacks the demo mesh's clusters:\n{clusters}"
+    );
+    drop(agent);
+    drop(server);
+}
+
+/// `buildah run` of the agent. Dropping it sends buildah SIGTERM (it stops the agent), waits,
+/// then kills any Envoy the agent started that is still running, by pid.
+struct RunningAgent {
+    child: tokio::process::Child,
+    logs: Logs,
+}
+
+impl Drop for RunningAgent {
+    fn drop(&mut self) {
+        stop_gracefully(&mut self.child);
+        let _ = self.child.start_kill();
+        for line in self.logs.matching(|l| l["message"] == "started Envoy") {
+            if let Some(pid) = line["pid"].as_u64().and_then(|p| u32::try_from(p).ok())
+                && is_envoy(pid)
+            {
+                let _ = kill(pid, Signal::KILL);
+            }
+        }
+    }
 }

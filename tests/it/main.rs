@@ -58,7 +58,8 @@
 //!   traffic, a hostname shared with the File registry, outages and recovery.
 //! - `image`: `scripts/image` builds both images (buildah); the control-plane image's root
 //!   filesystem (`buildah run --isolation chroot`) serves the demo mesh as uid 1337, and the
-//!   proxy image's Envoy is 1.40 at the agent's default path. Default-features builds only:
+//!   proxy image's agent runs its Envoy 1.40 as a gateway that gets the demo mesh from it (in
+//!   a network namespace, as a pod). Default-features builds only:
 //!   the images hold the default release binary, so the `--no-default-features` run would
 //!   only build them again.
 //! - `kubernetes`: the Kubernetes registry and config source against the in-process API

@@ -33,7 +33,7 @@ impl Drop for Wayfinder {
 
 /// SIGTERM to `child`'s pid, then up to [`super::DEADLINE`] for it to exit (polled: a drop
 /// cannot await).
-fn stop_gracefully(child: &mut Child) {
+pub(crate) fn stop_gracefully(child: &mut Child) {
     use rustix::process::{Pid, Signal, kill_process};
     let Some(pid) = child
         .id()
