@@ -17,16 +17,14 @@
 //! Both images and every container are removed at the end, also when the test fails.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 
+use rustix::process::Signal;
 use serde_json::Value;
 use tokio::process::Command;
 use wayfinder::xds::TypeUrl::Cluster as CDS;
-
-use std::net::SocketAddr;
-
-use rustix::process::Signal;
 
 use crate::support::ads::{Ads, names_of, sidecar};
 use crate::support::agent::{STATUS, is_envoy, kill};
