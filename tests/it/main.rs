@@ -59,6 +59,12 @@
 //!   against the binary (one of them runs it as `nobody`, for whom permissions count).
 //! - `vm_registries`: Consul and Eureka (in-process fakes) through the binary: real grpcio
 //!   traffic, a hostname shared with the File registry, outages and recovery.
+//! - `image`: `scripts/image` builds both images (buildah); the control-plane image's root
+//!   filesystem (`buildah run --isolation chroot`) serves the demo mesh as uid 1337, and the
+//!   proxy image's agent runs its Envoy 1.40 as a gateway that gets the demo mesh from it (in
+//!   a network namespace, as a pod). Default-features builds only:
+//!   the images hold the default release binary, so the `--no-default-features` run would
+//!   only build them again.
 //! - `kubernetes`: the Kubernetes registry and config source against the in-process API
 //!   server: EDS-only scaling, port changes, a hybrid Kubernetes + Consul mesh under grpcio
 //!   and Envoy, a 60 s outage with an expired resourceVersion, invalid objects from the API.
@@ -96,6 +102,13 @@ mod golden;
 mod grpc;
 mod grpc_routing;
 mod hardening;
+#[cfg(all(
+    feature = "jemalloc",
+    feature = "kubernetes",
+    feature = "consul",
+    feature = "eureka"
+))]
+mod image;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 mod limits;

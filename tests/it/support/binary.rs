@@ -17,12 +17,35 @@ pub(crate) struct Wayfinder {
     logs: Logs,
     /// The self-signed CA's directory (`--ca-dir`), when the harness made one.
     ca_dir: Option<tempfile::TempDir>,
+    /// Stopped with SIGTERM, not SIGKILL: see [`Wayfinder::spawn_under_runner`].
+    graceful: bool,
 }
 
 impl Drop for Wayfinder {
     fn drop(&mut self) {
+        if self.graceful {
+            stop_gracefully(&mut self.child);
+        }
         // Child::start_kill signals the child's own pid.
         let _ = self.child.start_kill();
+    }
+}
+
+/// SIGTERM to `child`'s pid, then up to [`super::DEADLINE`] for it to exit (polled: a drop
+/// cannot await).
+pub(crate) fn stop_gracefully(child: &mut Child) {
+    use rustix::process::{Pid, Signal, kill_process};
+    let Some(pid) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw)
+    else {
+        return;
+    };
+    let _ = kill_process(pid, Signal::TERM);
+    let deadline = std::time::Instant::now() + super::DEADLINE;
+    while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -128,10 +151,30 @@ impl Wayfinder {
             monitoring: unspecified(),
             logs: Logs::collect(stderr),
             ca_dir: None,
+            graceful: false,
         };
         w.grpc = w.bound("grpc").await;
         w.http = w.bound("http").await;
         w.monitoring = w.bound("monitoring").await;
+        w
+    }
+
+    /// [`Wayfinder::spawn`] under a runner that does not exec the server but runs it as its
+    /// child, such as `buildah run`: dropping it sends the runner SIGTERM, which the runner
+    /// passes on (SIGKILL would orphan the server), and waits for it to exit. Used by
+    /// `image`, which default-features builds compile only.
+    #[cfg_attr(
+        not(all(
+            feature = "jemalloc",
+            feature = "kubernetes",
+            feature = "consul",
+            feature = "eureka"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) async fn spawn_under_runner(command: Command) -> Self {
+        let mut w = Self::spawn(command).await;
+        w.graceful = true;
         w
     }
 
