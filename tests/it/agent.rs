@@ -308,6 +308,8 @@ async fn an_envoy_that_always_fails_makes_the_agent_exit_non_zero_after_ten_rest
         .await
         .expect("the agent to give up");
     assert!(!status.success(), "the agent exited with {status}");
+    // Its last lines ("giving up") may still be in the pipe when its exit is seen.
+    agent.logs.until_end().await;
 
     let text = std::fs::read_to_string(&launches).unwrap();
     let starts: Vec<f64> = text

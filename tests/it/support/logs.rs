@@ -1,5 +1,6 @@
 //! A child's JSON log lines, collected as they come, for tests that wait on them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -14,6 +15,8 @@ pub(crate) struct Logs {
     lines: Arc<Mutex<Vec<Value>>>,
     raw: Arc<Mutex<Vec<String>>>,
     logged: Arc<Notify>,
+    /// The stream ended: the child exited (and every process that shared the stream).
+    ended: Arc<AtomicBool>,
 }
 
 impl Logs {
@@ -29,8 +32,25 @@ impl Logs {
                 sink.lines.lock().unwrap().push(value);
                 sink.logged.notify_waiters();
             }
+            sink.ended.store(true, Ordering::SeqCst);
+            sink.logged.notify_waiters();
         });
         logs
+    }
+
+    /// Waits until the stream ended, so that every line the child wrote is here: a child's
+    /// exit is seen before the reader has read what it wrote last.
+    pub(crate) async fn until_end(&self) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let notified = self.logged.notified();
+            if self.ended.load(Ordering::SeqCst) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!("the log stream did not end within {DEADLINE:?}");
+            }
+        }
     }
 
     /// Waits for a line matching `pred` (logged at any time since start).
