@@ -214,16 +214,21 @@ fn bearer(value: &[u8]) -> Option<&[u8]> {
         .filter(|t| !t.is_empty())
 }
 
+/// The peer's address, which axum's `ConnectInfo` gives the request.
+pub(crate) fn peer(request: &Request) -> Option<SocketAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+}
+
 /// The middleware in front of the debug pages (see the module docs).
 pub(crate) async fn require(
     State(token): State<Option<DebugToken>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0);
+    let peer = peer(&request);
     match check(token.as_ref(), peer, request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refusal) => {

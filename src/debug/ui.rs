@@ -15,10 +15,8 @@
 //! fetch from its own origin only, and nothing else (no inline script, no frames, no forms
 //! sent anywhere).
 
-use std::net::SocketAddr;
-
 use axum::Router;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -73,11 +71,7 @@ async fn may_ask(
     request: Request,
     next: Next,
 ) -> Response {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0);
-    match trust::may_ask(token.as_ref(), peer) {
+    match trust::may_ask(token.as_ref(), trust::peer(&request)) {
         Ok(()) => next.run(request).await,
         Err(body) => (StatusCode::FORBIDDEN, body).into_response(),
     }

@@ -219,6 +219,11 @@ fn is_test(attrs: &[syn::Attribute]) -> bool {
     })
 }
 
+/// A path's segments as text: `kube::Api::namespaced` is `["kube", "Api", "namespaced"]`.
+fn segments(path: &syn::Path) -> Vec<String> {
+    path.segments.iter().map(|s| s.ident.to_string()).collect()
+}
+
 /// Whether `expr` is an API handle: `api`, `self.api` (a field named `api`), `….api(…)`,
 /// `api::<T>(…)`, `Api::…(…)`, or one of these `.clone()`d.
 fn api_like(expr: &syn::Expr) -> bool {
@@ -229,12 +234,7 @@ fn api_like(expr: &syn::Expr) -> bool {
         syn::Expr::MethodCall(m) if m.method == "clone" => api_like(&m.receiver),
         syn::Expr::Call(c) => match &*c.func {
             syn::Expr::Path(p) => {
-                let segments: Vec<String> = p
-                    .path
-                    .segments
-                    .iter()
-                    .map(|s| s.ident.to_string())
-                    .collect();
+                let segments = segments(&p.path);
                 segments.last().is_some_and(|s| s == "api") || segments.iter().any(|s| s == "Api")
             }
             _ => false,
@@ -314,12 +314,7 @@ impl<'ast> Visit<'ast> for FileScan {
 
     fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
         if let syn::Expr::Path(p) = &*c.func {
-            let segments: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
+            let segments = segments(&p.path);
             if segments.ends_with(&["ApiKind".into(), "new".into()]) {
                 let args: Vec<&syn::Expr> = c.args.iter().collect();
                 let group = match args.first() {
